@@ -1,0 +1,25 @@
+/* Picks the backend the configuration names, and names the operations. */
+#include "backend.h"
+#include "config.h"
+
+#include <string.h>
+
+static const char *const op_names[CA_OP_COUNT] = {
+#define CA_OP_NAME(op, err) #op,
+    CA_BACKEND_OPS(CA_OP_NAME)
+#undef CA_OP_NAME
+};
+
+const char *ca_backend_op_name(ca_backend_op_t op) {
+  return (unsigned)op < CA_OP_COUNT ? op_names[op] : "?";
+}
+
+int ca_backend_op_from_name(const char *name, size_t len) {
+  for (int op = 0; op < CA_OP_COUNT; op++)
+    if (strlen(op_names[op]) == len && strncmp(op_names[op], name, len) == 0) return op;
+  return -1;
+}
+
+const ca_backend_t *ca_backend_selected(void) {
+  return ca_config.backend == CA_BACKEND_SIM ? &ca_backend_sim : &ca_backend_cuda;
+}

@@ -1,0 +1,69 @@
+/* Controls of the simulated device that only tests and the shim's
+ * simulated runtime use. The device itself is reached through ca_backend_sim
+ * (backend.h) like any other backend.
+ *
+ * Settings come from the configuration (config.h): sim_devices,
+ * sim_capacity_mb, sim_granularity_kb, sim_events, sim_fail, sim_fail_rate,
+ * sim_seed, sim_latency. They are read when the backend starts.
+ *
+ * Streams: every device has a legacy default stream (NULL or 0x1), a
+ * per-thread default stream (0x2) and the streams created here. The
+ * simulated device runs no kernels; "work" on a stream is what events mark.
+ * In sim_events:auto mode an event is complete as soon as it is recorded.
+ * In sim_events:manual mode an event recorded on stream S completes only
+ * when the test completes S (ca_sim_stream_complete), or when something
+ * waits for it (event, stream or device synchronize: waiting is what lets
+ * simulated time pass). An event recorded on the legacy default stream also
+ * waits for the work recorded before it on every blocking stream of its
+ * device, as the legacy stream does on a GPU.
+ */
+#ifndef CUDALLOC_BACKEND_SIM_H
+#define CUDALLOC_BACKEND_SIM_H
+
+#include "backend.h"
+
+/* Stream creation, as cuStreamCreate: nonblocking streams do not
+ * synchronize with the legacy default stream. The stream belongs to the
+ * calling thread's current device. */
+CUresult ca_sim_stream_create(ca_stream_t *stream, int nonblocking);
+CUresult ca_sim_stream_destroy(ca_stream_t stream);
+/* 1 when stream was created non-blocking, else 0 (default streams: 0). */
+int ca_sim_stream_is_nonblocking(ca_stream_t stream);
+
+/* Completes every event recorded so far on stream (manual mode). */
+void ca_sim_stream_complete(ca_stream_t stream);
+/* Completes every event recorded so far on every stream of every device. */
+void ca_sim_complete_all(void);
+/* Switches event completion between automatic (0) and manual (1). */
+void ca_sim_set_manual_events(int manual);
+
+/* Marks stream as being captured into a graph (1) or not (0). */
+void ca_sim_set_capturing(ca_stream_t stream, int capturing);
+
+/* Number of calls of an operation since the backend started, and how many
+ * of them returned an error (injected, or a broken contract rule). */
+uint64_t ca_sim_calls(ca_backend_op_t op);
+uint64_t ca_sim_errors(ca_backend_op_t op);
+/* Calls that broke a rule of the contract (misaligned, overlapping, ...). */
+uint64_t ca_sim_violations(void);
+
+/* Makes the k-th call of op from now fail (k >= 1) with the op's injected
+ * error (backend.h); k = 0 cancels. */
+void ca_sim_fail_nth(ca_backend_op_t op, uint64_t k);
+/* Makes every call of op (or of every op, with op = CA_OP_COUNT) fail with
+ * probability p, drawn from a generator seeded with seed; p = 0 stops. */
+void ca_sim_fail_rate(ca_backend_op_t op, double p, uint64_t seed);
+/* Adds a busy-wait of us microseconds to every call of op. */
+void ca_sim_set_latency(ca_backend_op_t op, unsigned us);
+
+/* Physical bytes in live handles, and how many handles are live. */
+size_t ca_sim_physical_used(int dev);
+int ca_sim_live_handles(int dev);
+/* Bytes mapped at the moment, all reservations of dev together. */
+size_t ca_sim_mapped_bytes(int dev);
+
+/* Tears the simulated devices down (every reservation, handle, stream and
+ * event) so that the next init starts afresh from the configuration. */
+void ca_sim_shutdown(void);
+
+#endif /* CUDALLOC_BACKEND_SIM_H */

@@ -1,0 +1,388 @@
+/* CUDALLOC_CONF parsing: one table of keys, one parser, no allocation.
+ *
+ * Tokens are (pointer, length) views into the configuration string, and
+ * numbers are parsed from small stack copies, so a hostile string can cost
+ * a warning but never memory or a crash. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+ca_config_t ca_config;
+
+typedef enum {
+  KEY_BOOL, KEY_ENUM, KEY_UINT, KEY_MB, KEY_KB, KEY_DOUBLE, KEY_PATH, KEY_OPLIST
+} key_kind_t;
+
+typedef struct key_s {
+  const char *name;
+  key_kind_t kind;
+  size_t offset;          /* of the field in ca_config_t */
+  double min, max;        /* accepted range of numbers (in the key's unit) */
+  const char *choices;    /* KEY_ENUM: "a|b|c", index = enum value */
+  const char *doc;
+} key_t;
+
+#define FIELD(f) offsetof(ca_config_t, f)
+
+static const key_t keys[] = {
+  {"backend", KEY_ENUM, FIELD(backend), 0, 0, "cuda|sim",
+   "device backend: the CUDA driver, or the simulated device"},
+  {"expandable_segments", KEY_BOOL, FIELD(expandable_segments), 0, 1, NULL,
+   "one growable virtual range per device (true) or classic fixed segments (false)"},
+  {"max_split_size_mb", KEY_MB, FIELD(max_split_size), 1, 1 << 30, NULL,
+   "classic segments: blocks larger than this are never split"},
+  {"garbage_collection_threshold", KEY_DOUBLE, FIELD(gc_threshold), 0, 1, NULL,
+   "give cached pages back once reserved memory exceeds this fraction of the allowed memory"},
+  {"roundup_power2_divisions", KEY_UINT, FIELD(roundup_power2_divisions), 0, 64, NULL,
+   "round sizes up to one of N steps between powers of two (a power of two, 0 = off)"},
+  {"memory_cap_mb", KEY_MB, FIELD(memory_cap), 0, 1 << 30, NULL,
+   "per-process cap on reserved memory per device (0 = none)"},
+  {"memory_fraction", KEY_DOUBLE, FIELD(memory_fraction), 0, 1, NULL,
+   "per-process cap as a fraction of device memory (0 = none)"},
+  {"free_mode", KEY_ENUM, FIELD(free_mode), 0, 0, "device|stream",
+   "cudaFree waits for all device work (device), or only for its stream (stream)"},
+  {"track", KEY_ENUM, FIELD(track), 0, 0, "off|caller|backtrace",
+   "call sites kept for every live block"},
+  {"track_depth", KEY_UINT, FIELD(track_depth), 1, 64, NULL,
+   "frames kept with track:backtrace"},
+  {"quiet", KEY_BOOL, FIELD(quiet), 0, 1, NULL,
+   "no summary on stderr at exit"},
+  {"report", KEY_PATH, FIELD(report), 0, 0, NULL,
+   "path prefix of the report files (%p = pid, %r = rank); empty = none"},
+  {"step_sample_ms", KEY_UINT, FIELD(step_sample_ms), 0, 3600000, NULL,
+   "mark a step automatically every N ms (0 = only cudalloc_step())"},
+  {"sim_devices", KEY_UINT, FIELD(sim_devices), 1, 16, NULL,
+   "number of simulated devices"},
+  {"sim_capacity_mb", KEY_MB, FIELD(sim_capacity), 1, 1 << 20, NULL,
+   "physical memory of each simulated device"},
+  {"sim_granularity_kb", KEY_KB, FIELD(sim_granularity), 4, 1 << 20, NULL,
+   "page size of the simulated device (a power of two)"},
+  {"sim_events", KEY_ENUM, FIELD(sim_events_manual), 0, 0, "auto|manual",
+   "simulated events complete at once (auto) or when a test says (manual)"},
+  {"sim_fail", KEY_OPLIST, FIELD(sim_fail), 1, 1e15, NULL,
+   "<op>@<k>: the k-th call of op fails (repeatable)"},
+  {"sim_fail_rate", KEY_DOUBLE, FIELD(sim_fail_rate), 0, 1, NULL,
+   "every simulated call fails with this probability"},
+  {"sim_seed", KEY_UINT, FIELD(sim_seed), 0, 1.8e19, NULL,
+   "seed of sim_fail_rate's generator"},
+  {"sim_latency", KEY_OPLIST, FIELD(sim_latency_us), 0, 10000000, NULL,
+   "<op>@<us>: every call of op takes this long (repeatable)"},
+};
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+void ca_config_defaults(ca_config_t *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->backend = CA_BACKEND_CUDA;
+  cfg->expandable_segments = true;
+  cfg->max_split_size = UINT64_MAX;
+  cfg->free_mode = CA_FREE_DEVICE;
+  cfg->track = CA_TRACK_CALLER;
+  cfg->track_depth = 16;
+  cfg->sim_devices = 1;
+  cfg->sim_capacity = 1024ull << 20;
+  cfg->sim_granularity = 2ull << 20;
+  cfg->sim_seed = 1;
+}
+
+// ----------------------------------------------------------------------------
+// Small parsers over (pointer, length) views
+// ----------------------------------------------------------------------------
+
+typedef struct { const char *p; size_t n; } view_t;
+
+static bool view_eq(view_t v, const char *s) {
+  size_t n = strlen(s);
+  if (n != v.n) return false;
+  for (size_t i = 0; i < n; i++)
+    if (tolower((unsigned char)v.p[i]) != tolower((unsigned char)s[i])) return false;
+  return true;
+}
+
+static view_t view_trim(view_t v) {
+  while (v.n && isspace((unsigned char)v.p[0])) { v.p++; v.n--; }
+  while (v.n && isspace((unsigned char)v.p[v.n - 1])) v.n--;
+  return v;
+}
+
+/* Copies v into a NUL-terminated buffer; false when it does not fit. */
+static bool view_copy(view_t v, char *buf, size_t cap) {
+  if (v.n + 1 > cap) return false;
+  memcpy(buf, v.p, v.n);
+  buf[v.n] = 0;
+  return true;
+}
+
+static bool parse_u64(view_t v, uint64_t *out) {
+  char buf[32];
+  if (v.n == 0 || !view_copy(v, buf, sizeof buf)) return false;
+  if (!isdigit((unsigned char)buf[0])) return false;
+  errno = 0;
+  char *end;
+  unsigned long long x = strtoull(buf, &end, 10);
+  if (errno || *end) return false;
+  *out = x;
+  return true;
+}
+
+static bool parse_double(view_t v, double *out) {
+  char buf[32];
+  if (v.n == 0 || !view_copy(v, buf, sizeof buf)) return false;
+  errno = 0;
+  char *end;
+  double x = strtod(buf, &end);
+  if (errno || *end || !isfinite(x)) return false;
+  *out = x;
+  return true;
+}
+
+static bool parse_bool(view_t v, bool *out) {
+  static const char *yes[] = {"true", "1", "on", "yes"}, *no[] = {"false", "0", "off", "no"};
+  for (int i = 0; i < 4; i++) {
+    if (view_eq(v, yes[i])) { *out = true; return true; }
+    if (view_eq(v, no[i])) { *out = false; return true; }
+  }
+  return false;
+}
+
+/* Index of v among "a|b|c", or -1. */
+static int parse_choice(view_t v, const char *choices) {
+  int idx = 0;
+  for (const char *c = choices; *c; idx++) {
+    const char *bar = strchr(c, '|');
+    size_t n = bar ? (size_t)(bar - c) : strlen(c);
+    if (n == v.n && strncasecmp(c, v.p, n) == 0) return idx;
+    c += n + (bar ? 1 : 0);
+  }
+  return -1;
+}
+
+// ----------------------------------------------------------------------------
+// Applying one key
+// ----------------------------------------------------------------------------
+
+static void expected(const key_t *k, char *buf, size_t cap) {
+  switch (k->kind) {
+  case KEY_BOOL: snprintf(buf, cap, "true or false"); break;
+  case KEY_ENUM: snprintf(buf, cap, "one of %s", k->choices); break;
+  case KEY_UINT: case KEY_MB: case KEY_KB:
+    snprintf(buf, cap, "an integer from %.0f to %.0f", k->min, k->max); break;
+  case KEY_DOUBLE: snprintf(buf, cap, "a number from %g to %g", k->min, k->max); break;
+  case KEY_PATH: snprintf(buf, cap, "a path of fewer than %d characters", CA_CONFIG_PATH_MAX); break;
+  case KEY_OPLIST: snprintf(buf, cap, "<op>@<integer from %.0f to %.0f>, op one of the backend operations", k->min, k->max); break;
+  }
+}
+
+static bool in_range(const key_t *k, double x) { return x >= k->min && x <= k->max; }
+
+static bool apply_oplist(ca_config_t *cfg, const key_t *k, view_t v) {
+  const char *at = memchr(v.p, '@', v.n);
+  if (!at) return false;
+  int op = ca_backend_op_from_name(v.p, (size_t)(at - v.p));
+  uint64_t n;
+  view_t num = {at + 1, v.n - (size_t)(at + 1 - v.p)};
+  if (op < 0 || !parse_u64(num, &n) || !in_range(k, (double)n)) return false;
+  if (k->offset == FIELD(sim_latency_us)) {
+    cfg->sim_latency_us[op] = (unsigned)n;
+    return true;
+  }
+  if (cfg->sim_fail_count >= CA_CONFIG_MAX_FAULTS) return false;
+  cfg->sim_fail[cfg->sim_fail_count++] = (ca_fault_spec_t){(ca_backend_op_t)op, n};
+  return true;
+}
+
+static bool apply_number(ca_config_t *cfg, const key_t *k, view_t v) {
+  char *field = (char *)cfg + k->offset;
+  uint64_t n;
+  if (!parse_u64(v, &n) || !in_range(k, (double)n)) return false;
+  if (k->kind == KEY_UINT && k->offset == FIELD(sim_seed)) { *(uint64_t *)field = n; return true; }
+  if (k->kind == KEY_UINT) {
+    if (k->offset == FIELD(roundup_power2_divisions) && n & (n - 1)) return false;
+    *(unsigned *)field = (unsigned)n;
+    return true;
+  }
+  uint64_t bytes = n << (k->kind == KEY_MB ? 20 : 10);
+  if (k->offset == FIELD(sim_granularity) &&
+      ((bytes & (bytes - 1)) || bytes % (uint64_t)sysconf(_SC_PAGESIZE))) return false;
+  if (k->offset == FIELD(memory_cap) || k->offset == FIELD(max_split_size) ||
+      k->offset == FIELD(sim_capacity) || k->offset == FIELD(sim_granularity)) {
+    *(uint64_t *)field = bytes;
+    return true;
+  }
+  return false;
+}
+
+static bool apply(ca_config_t *cfg, const key_t *k, view_t v) {
+  char *field = (char *)cfg + k->offset;
+  if (v.n == 0) return false;
+  switch (k->kind) {
+  case KEY_BOOL: return parse_bool(v, (bool *)field);
+  case KEY_ENUM: {
+    int idx = parse_choice(v, k->choices);
+    if (idx < 0) return false;
+    if (k->offset == FIELD(sim_events_manual)) *(bool *)field = idx == 1;
+    else *(int *)field = idx;
+    return true;
+  }
+  case KEY_DOUBLE: {
+    double x;
+    if (!parse_double(v, &x) || !in_range(k, x)) return false;
+    *(double *)field = x;
+    return true;
+  }
+  case KEY_PATH: return view_copy(v, field, CA_CONFIG_PATH_MAX);
+  case KEY_OPLIST: return apply_oplist(cfg, k, v);
+  default: return apply_number(cfg, k, v);
+  }
+}
+
+// ----------------------------------------------------------------------------
+// The parser
+// ----------------------------------------------------------------------------
+
+static void warn_unknown(FILE *out, view_t key) {
+  if (!out) return;
+  fprintf(out, "cudalloc: CUDALLOC_CONF: unknown key '%.*s'; valid keys:", (int)key.n, key.p);
+  for (size_t i = 0; i < NKEYS; i++) fprintf(out, "%s %s", i ? "," : "", keys[i].name);
+  fputc('\n', out);
+}
+
+static void warn_value(FILE *out, const key_t *k, view_t v, const char *why) {
+  if (!out) return;
+  char exp[160];
+  expected(k, exp, sizeof exp);
+  fprintf(out, "cudalloc: CUDALLOC_CONF: %s '%.*s' for key '%s' (expected %s); keeping the default\n",
+          why, (int)(v.n > 64 ? 64 : v.n), v.p, k->name, exp);
+}
+
+static int parse_item(ca_config_t *cfg, view_t item, FILE *out) {
+  item = view_trim(item);
+  if (item.n == 0) return 0;                       /* tolerate "a:b,,c:d" and a trailing comma */
+  const char *colon = memchr(item.p, ':', item.n);
+  view_t key = view_trim((view_t){item.p, colon ? (size_t)(colon - item.p) : item.n});
+  for (size_t i = 0; i < NKEYS; i++) {
+    if (!view_eq(key, keys[i].name)) continue;
+    if (!colon) {
+      warn_value(out, &keys[i], key, "missing ':value' after");
+      return 1;
+    }
+    view_t v = view_trim((view_t){colon + 1, item.n - (size_t)(colon + 1 - item.p)});
+    ca_config_t trial = *cfg;                      /* a bad value leaves cfg untouched */
+    if (!apply(&trial, &keys[i], v)) {
+      warn_value(out, &keys[i], v, v.n ? "bad value" : "empty value");
+      return 1;
+    }
+    *cfg = trial;
+    return 0;
+  }
+  warn_unknown(out, key);
+  return 1;
+}
+
+int ca_config_parse(ca_config_t *cfg, const char *conf, FILE *out) {
+  int problems = 0;
+  if (!conf) return 0;
+  for (const char *p = conf;;) {
+    const char *comma = strchr(p, ',');
+    size_t n = comma ? (size_t)(comma - p) : strlen(p);
+    problems += parse_item(cfg, (view_t){p, n}, out);
+    if (!comma) break;
+    p = comma + 1;
+  }
+  return problems;
+}
+
+const char *ca_getenv(const char *name) {
+  extern char **environ;
+  size_t n = strlen(name);
+  for (char **e = environ; e && *e; e++)
+    if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
+  return NULL;
+}
+
+int ca_config_load(const char *conf) {
+  ca_config_defaults(&ca_config);
+  return ca_config_parse(&ca_config, conf ? conf : ca_getenv("CUDALLOC_CONF"), stderr);
+}
+
+// ----------------------------------------------------------------------------
+// Printing and report paths
+// ----------------------------------------------------------------------------
+
+static void print_value(const ca_config_t *cfg, const key_t *k, FILE *out) {
+  const char *field = (const char *)cfg + k->offset;
+  switch (k->kind) {
+  case KEY_BOOL: fputs(*(const bool *)field ? "true" : "false", out); break;
+  case KEY_ENUM: {
+    int idx = k->offset == FIELD(sim_events_manual) ? *(const bool *)field : *(const int *)field;
+    const char *c = k->choices;
+    for (int i = 0; i < idx && c; i++) c = strchr(c, '|') + 1;
+    fprintf(out, "%.*s", (int)strcspn(c, "|"), c);
+    break;
+  }
+  case KEY_UINT:
+    if (k->offset == FIELD(sim_seed)) fprintf(out, "%llu", (unsigned long long)*(const uint64_t *)field);
+    else fprintf(out, "%u", *(const unsigned *)field);
+    break;
+  case KEY_MB: case KEY_KB: {
+    uint64_t b = *(const uint64_t *)field;
+    if (b == UINT64_MAX) fputs("unlimited", out);
+    else fprintf(out, "%llu", (unsigned long long)(b >> (k->kind == KEY_MB ? 20 : 10)));
+    break;
+  }
+  case KEY_DOUBLE: fprintf(out, "%g", *(const double *)field); break;
+  case KEY_PATH: fputs(field, out); break;
+  case KEY_OPLIST:
+    if (k->offset == FIELD(sim_fail))
+      for (unsigned i = 0; i < cfg->sim_fail_count; i++)
+        fprintf(out, "%s%s@%llu", i ? " " : "", ca_backend_op_name(cfg->sim_fail[i].op),
+                (unsigned long long)cfg->sim_fail[i].nth);
+    else
+      for (int op = 0; op < CA_OP_COUNT; op++)
+        if (cfg->sim_latency_us[op]) fprintf(out, "%s@%u ", ca_backend_op_name(op), cfg->sim_latency_us[op]);
+    break;
+  }
+}
+
+void ca_config_print(const ca_config_t *cfg, FILE *out) {
+  for (size_t i = 0; i < NKEYS; i++) {
+    fprintf(out, "  %-30s ", keys[i].name);
+    print_value(cfg, &keys[i], out);
+    fprintf(out, "\n  %-30s   %s\n", "", keys[i].doc);
+  }
+}
+
+static const char *rank_string(void) {
+  const char *r = ca_getenv("RANK");
+  if (!r) r = ca_getenv("OMPI_COMM_WORLD_RANK");
+  return r ? r : "0";
+}
+
+bool ca_config_expand_path(const char *tmpl, const char *suffix, char *out, size_t cap) {
+  size_t n = 0;
+  char tmp[32];
+  for (const char *t = tmpl; *t; t++) {
+    const char *piece = NULL;
+    if (t[0] == '%' && t[1] == 'p') snprintf(tmp, sizeof tmp, "%ld", (long)getpid()), piece = tmp;
+    else if (t[0] == '%' && t[1] == 'r') piece = rank_string();
+    if (piece) {
+      size_t len = strlen(piece);
+      if (n + len >= cap) return false;
+      memcpy(out + n, piece, len);
+      n += len;
+      t++;
+      continue;
+    }
+    if (n + 1 >= cap) return false;
+    out[n++] = *t;
+  }
+  size_t len = strlen(suffix);
+  if (n + len >= cap) return false;
+  memcpy(out + n, suffix, len + 1);
+  return true;
+}

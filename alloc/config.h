@@ -1,0 +1,81 @@
+/* Configuration: CUDALLOC_CONF=key:value,key:value, parsed in one place.
+ *
+ * Key names follow PYTORCH_CUDA_ALLOC_CONF where the meaning is the same.
+ * Parsing never allocates and never aborts: an unknown key or a bad value
+ * prints one warning naming the valid choices and keeps the default.
+ * docs/configuration.md describes every key; ca_config_print() lists them.
+ */
+#ifndef CUDALLOC_CONFIG_H
+#define CUDALLOC_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "backend.h"
+
+typedef enum { CA_BACKEND_CUDA, CA_BACKEND_SIM } ca_backend_kind_t;
+/* What a synchronous free (cudaFree) promises; see docs/design.md. */
+typedef enum { CA_FREE_DEVICE, CA_FREE_STREAM } ca_free_mode_t;
+typedef enum { CA_TRACK_OFF, CA_TRACK_CALLER, CA_TRACK_BACKTRACE } ca_track_t;
+
+#define CA_CONFIG_MAX_FAULTS 8
+#define CA_CONFIG_PATH_MAX 256
+
+typedef struct ca_fault_spec_s {
+  ca_backend_op_t op;
+  uint64_t nth;                 /* the nth call of op fails (1-based) */
+} ca_fault_spec_t;
+
+typedef struct ca_config_s {
+  ca_backend_kind_t backend;
+  bool expandable_segments;
+  uint64_t max_split_size;      /* bytes; UINT64_MAX: no limit */
+  double gc_threshold;          /* fraction of the allowed memory; 0: off */
+  unsigned roundup_power2_divisions; /* 0: plain 512-byte rounding */
+  uint64_t memory_cap;          /* bytes; 0: no cap */
+  double memory_fraction;       /* of device memory; 0: no cap */
+  ca_free_mode_t free_mode;
+  ca_track_t track;
+  unsigned track_depth;         /* frames kept with track:backtrace */
+  bool quiet;
+  char report[CA_CONFIG_PATH_MAX]; /* report path prefix, %p pid, %r rank; "" off */
+  unsigned step_sample_ms;      /* automatic step marks; 0: off */
+
+  unsigned sim_devices;
+  uint64_t sim_capacity;        /* bytes per simulated device */
+  uint64_t sim_granularity;     /* bytes */
+  bool sim_events_manual;
+  ca_fault_spec_t sim_fail[CA_CONFIG_MAX_FAULTS];
+  unsigned sim_fail_count;
+  double sim_fail_rate;
+  uint64_t sim_seed;
+  unsigned sim_latency_us[CA_OP_COUNT];
+} ca_config_t;
+
+/* The process-wide configuration, loaded once by ca_config_load(). */
+extern ca_config_t ca_config;
+
+void ca_config_defaults(ca_config_t *cfg);
+
+/* Applies conf (CUDALLOC_CONF's syntax) over cfg. Each problem prints one
+ * warning line on out (NULL: silent). Returns the number of problems. */
+int ca_config_parse(ca_config_t *cfg, const char *conf, FILE *out);
+
+/* Sets ca_config to the defaults overlaid with conf, or with the
+ * CUDALLOC_CONF environment variable when conf is NULL. Warnings go to
+ * stderr. Returns the number of problems. */
+int ca_config_load(const char *conf);
+
+/* The value of an environment variable, read from environ directly so that
+ * it works before libc has finished starting (under preload). */
+const char *ca_getenv(const char *name);
+
+/* Every key with its current value and description. */
+void ca_config_print(const ca_config_t *cfg, FILE *out);
+
+/* Expands %p (pid) and %r (rank, from RANK or OMPI_COMM_WORLD_RANK) in a
+ * report path template. Returns false when the result does not fit. */
+bool ca_config_expand_path(const char *tmpl, const char *suffix, char *out, size_t cap);
+
+#endif /* CUDALLOC_CONFIG_H */

@@ -1,0 +1,143 @@
+/* cudalloc: a caching CUDA device-memory allocator.
+ *
+ * Three ways in: preload libcudalloc.so under any CUDA program (no rebuild),
+ * plug it into PyTorch (cudalloc_torch_malloc / cudalloc_torch_free), or link
+ * libcudalloc.a and call the functions below. Every function is thread-safe.
+ * Errors are reported as the cudaError_t a CUDA user expects.
+ */
+#ifndef CUDALLOC_H
+#define CUDALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define CUDALLOC_API __attribute__((visibility("default")))
+#else
+#define CUDALLOC_API
+#endif
+
+// ----------------------------------------------------------------------------
+// Set-up and tear-down
+// ----------------------------------------------------------------------------
+
+/* Optional explicit start with a configuration string in CUDALLOC_CONF's
+ * syntax ("backend:sim,sim_capacity_mb:512"); NULL reads CUDALLOC_CONF.
+ * Without it, the first call of any other function starts the allocator
+ * from the environment. Returns cudaErrorInitializationError when the
+ * backend cannot start (no driver, for the CUDA backend). */
+CUDALLOC_API cudaError_t cudalloc_init(const char *conf);
+
+/* Gives every cached page and reservation back to the backend and forgets
+ * all state. Live blocks are reported as leaks, not freed. */
+CUDALLOC_API void cudalloc_shutdown(void);
+
+// ----------------------------------------------------------------------------
+// Allocation
+// ----------------------------------------------------------------------------
+
+/* Stream-ordered allocation on the current device. size 0 succeeds and
+ * returns a pointer that may be freed. */
+CUDALLOC_API cudaError_t cudalloc_malloc(void **ptr, size_t size, cudaStream_t stream);
+
+/* Stream-ordered free: the block is reusable at once by allocations on
+ * `stream`, and on other streams once the work queued on `stream` before
+ * the free has completed. */
+CUDALLOC_API cudaError_t cudalloc_free(void *ptr, cudaStream_t stream);
+
+/* cudaFree's promise: the block is not handed out again until all device
+ * work issued before this call has completed. Does not block the caller. */
+CUDALLOC_API cudaError_t cudalloc_free_sync(void *ptr);
+
+/* Gives every cached (unallocated) physical page back to the backend. */
+CUDALLOC_API cudaError_t cudalloc_empty_cache(void);
+
+/* 1 when ptr lies inside memory managed by cudalloc, else 0. */
+CUDALLOC_API int cudalloc_owns(const void *ptr);
+
+/* The live block containing ptr, as the program asked for it (base and
+ * requested size). cudaErrorInvalidValue when ptr is not inside one. */
+CUDALLOC_API cudaError_t cudalloc_get_address_range(const void *ptr, void **base, size_t *size);
+
+/* Marks the end of a training step: feeds the creep detector. */
+CUDALLOC_API void cudalloc_step(void);
+
+// ----------------------------------------------------------------------------
+// Statistics and checks
+// ----------------------------------------------------------------------------
+
+/* One statistic: current value, highest value seen, and running total of
+ * increases (total allocations, for instance). */
+typedef struct cudalloc_stat_s {
+  int64_t current;
+  int64_t peak;
+  int64_t total;
+} cudalloc_stat_t;
+
+/* Every counter listed once; X(name, comment). */
+#define CUDALLOC_STAT_BYTES(X)                                                           \
+  X(allocated_bytes, "bytes in live blocks, as rounded by the allocator")                \
+  X(requested_bytes, "bytes the program asked for in live blocks")                       \
+  X(reserved_bytes, "physical bytes held from the driver (mapped, or kept unmapped in the page cache)") \
+  X(mapped_bytes, "physical bytes mapped into the allocator's address ranges")           \
+  X(active_bytes, "bytes in live blocks plus freed blocks still awaiting device work")    \
+  X(cached_bytes, "reserved bytes not in live blocks: reusable without a driver call")
+
+#define CUDALLOC_STAT_COUNTS(X)                                                          \
+  X(num_allocs, "successful allocations")                                                \
+  X(num_frees, "successful frees")                                                       \
+  X(num_segments, "segments (classic mode) or address regions (expandable mode)")       \
+  X(num_live_blocks, "live blocks")                                                      \
+  X(num_retries, "allocations that needed the slow path (poll, wait, trim, move)")       \
+  X(num_ooms, "allocations that failed with out-of-memory")                             \
+  X(num_page_moves, "physical pages unmapped from a free hole and mapped where needed") \
+  X(num_waits, "times the allocator blocked waiting for device work")                   \
+  X(num_bad_frees, "frees of pointers that were not live blocks")                       \
+  X(backend_reserve, "virtual address reservations")                                     \
+  X(backend_va_free, "virtual address releases")                                         \
+  X(backend_create, "physical handle creations")                                         \
+  X(backend_release, "physical handle releases")                                         \
+  X(backend_map, "map calls")                                                            \
+  X(backend_unmap, "unmap calls")                                                        \
+  X(backend_set_access, "set-access calls")                                              \
+  X(backend_event_record, "events recorded")                                             \
+  X(backend_event_query, "events polled")                                                \
+  X(backend_sync, "blocking waits (event, stream or device synchronize)")
+
+typedef struct cudalloc_stats_s {
+#define CUDALLOC_STAT_FIELD(name, doc) cudalloc_stat_t name;
+  CUDALLOC_STAT_BYTES(CUDALLOC_STAT_FIELD)
+  CUDALLOC_STAT_COUNTS(CUDALLOC_STAT_FIELD)
+#undef CUDALLOC_STAT_FIELD
+  uint64_t largest_free_bytes;  /* largest block allocatable without a driver call */
+  double fragmentation;         /* 1 - peak allocated / peak reserved */
+} cudalloc_stats_t;
+
+/* Statistics of one device (device -1: the current device). */
+CUDALLOC_API cudaError_t cudalloc_get_stats(int device, cudalloc_stats_t *out);
+
+/* Resets the peaks of every device to the current values. */
+CUDALLOC_API void cudalloc_reset_peaks(void);
+
+/* A table in the spirit of torch.cuda.memory_summary(), every device. */
+CUDALLOC_API void cudalloc_print_stats(FILE *f);
+
+/* Walks every pool and verifies the allocator's invariants. Returns 0 when
+ * consistent, otherwise a non-zero code and one line on stderr naming the
+ * broken invariant. */
+CUDALLOC_API int cudalloc_check(void);
+
+/* Writes the reports (leaks, summary) to f; NULL writes them to the paths
+ * the configuration names. */
+CUDALLOC_API void cudalloc_report(FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CUDALLOC_H */

@@ -1,0 +1,3 @@
+# Benchmarks: they print figures; nothing here is a pass/fail test.
+bench:
+	@echo "no benchmarks yet"

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs every test binary of $BUILD/tests and reports which failed.
+# BUILD: the build folder; SAN / SAN_RUNTIME: set by `make test-asan|test-tsan`
+# so that the preload tests can put the sanitizer runtime first in LD_PRELOAD.
+set -u
+BUILD=${BUILD:-build}
+export CUDALLOC_BUILD=$(cd "$BUILD" && pwd)
+export CUDALLOC_SAN=${SAN:-}
+export CUDALLOC_SAN_RUNTIME=${SAN_RUNTIME:-}
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:verify_asan_link_order=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+jobs=${TEST_JOBS:-$(nproc)}
+failed=()
+for t in "$BUILD"/tests/test_*; do
+  [ -x "$t" ] || continue
+  echo "== $(basename "$t")"
+  if ! "$t" --jobs="$jobs" --short-filename; then failed+=("$(basename "$t")"); fi
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "all test binaries passed${SAN:+ (under $SAN)}"
