@@ -14,8 +14,11 @@
  *   CUDA_ERROR_INVALID_VALUE and changes nothing.
  * - A map must lie inside one reservation and over unmapped addresses; access
  *   must be set after each map before the memory is touched; an unmap covers
- *   exactly whole earlier maps; a handle is released only when no mapping
- *   uses it (the driver defers that release; the simulation refuses it).
+ *   exactly whole earlier maps (one or several adjacent ones, no gap); a
+ *   handle is released only when no mapping uses it (the driver defers such
+ *   a release; the simulation refuses it with CUDA_ERROR_ILLEGAL_STATE, so
+ *   that a core which relies on the deferral is caught). Each of these
+ *   mistakes returns CUDA_ERROR_INVALID_VALUE otherwise.
  * - Streams are the driver's handles: NULL and (void *)0x1 name the legacy
  *   default stream, (void *)0x2 the per-thread default stream.
  * - Event queries return 0 when complete and CUDA_ERROR_NOT_READY otherwise.
