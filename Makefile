@@ -18,6 +18,7 @@ ifeq ($(SAN),asan)
 else ifeq ($(SAN),tsan)
   SANFLAGS := -fsanitize=thread
   SAN_RUNTIME := $(shell $(CC) -print-file-name=libtsan.so)
+  TEST_EXTRA := tests/tsan_arena.c   # lets Criterion start under TSan (see the file)
 endif
 
 WARN := -Wall -Wextra -Werror
@@ -83,9 +84,9 @@ PROGS := $(PROG_SRCS:tests/progs/%.c=$(BUILD)/progs/%)
 
 # Test binaries link the core statically (no interposition inside the test
 # process); the preload tests run separate programs from tests/progs/.
-$(BUILD)/tests/%: tests/%.c $(LIB_A) $(KERNEL_LIB) $(wildcard tests/*.h)
+$(BUILD)/tests/%: tests/%.c $(LIB_A) $(KERNEL_LIB) $(wildcard tests/*.h) $(TEST_EXTRA)
 	@mkdir -p $(@D)
-	$(CC) $(LIB_CFLAGS) -Itests -Ikernels $< -o $@ $(LIB_A) $(KERNEL_LIB) $(SANFLAGS) -lcriterion $(LIBS)
+	$(CC) $(LIB_CFLAGS) -Itests -Ikernels $< $(TEST_EXTRA) -o $@ $(LIB_A) $(KERNEL_LIB) $(SANFLAGS) -lcriterion $(LIBS)
 
 $(BUILD)/progs/%: tests/progs/%.c $(wildcard tests/progs/*.h)
 	@mkdir -p $(@D)

@@ -26,11 +26,13 @@ typedef struct key_s {
   double min, max;        /* accepted range of numbers (in the key's unit) */
   const char *choices;    /* KEY_ENUM: "a|b|c", index = enum value */
   const char *doc;
-} key_t;
+} conf_key_t;
 
 #define FIELD(f) offsetof(ca_config_t, f)
+#define CA_STR_(x) #x
+#define CA_STR(x) CA_STR_(x)
 
-static const key_t keys[] = {
+static const conf_key_t keys[] = {
   {"backend", KEY_ENUM, FIELD(backend), 0, 0, "cuda|sim",
    "device backend: the CUDA driver, or the simulated device"},
   {"expandable_segments", KEY_BOOL, FIELD(expandable_segments), 0, 1, NULL,
@@ -69,7 +71,7 @@ static const key_t keys[] = {
    "<op>@<k>: the k-th call of op fails (repeatable)"},
   {"sim_fail_rate", KEY_DOUBLE, FIELD(sim_fail_rate), 0, 1, NULL,
    "every simulated call fails with this probability"},
-  {"sim_seed", KEY_UINT, FIELD(sim_seed), 0, 1.8e19, NULL,
+  {"sim_seed", KEY_UINT, FIELD(sim_seed), 0, 18446744073709551615.0, NULL,
    "seed of sim_fail_rate's generator"},
   {"sim_latency", KEY_OPLIST, FIELD(sim_latency_us), 0, 10000000, NULL,
    "<op>@<us>: every call of op takes this long (repeatable)"},
@@ -166,21 +168,39 @@ static int parse_choice(view_t v, const char *choices) {
 // Applying one key
 // ----------------------------------------------------------------------------
 
-static void expected(const key_t *k, char *buf, size_t cap) {
+/* "a|b|c" of every backend operation, for the warnings of sim_fail and sim_latency. */
+static void op_choices(char *buf, size_t cap) {
+  size_t n = 0;
+  buf[0] = 0;
+  for (int op = 0; op < CA_OP_COUNT && n < cap; op++)
+    n += (size_t)snprintf(buf + n, cap - n, "%s%s", op ? "|" : "", ca_backend_op_name(op));
+}
+
+static void expected(const conf_key_t *k, char *buf, size_t cap) {
+  char ops[320];
   switch (k->kind) {
   case KEY_BOOL: snprintf(buf, cap, "true or false"); break;
   case KEY_ENUM: snprintf(buf, cap, "one of %s", k->choices); break;
   case KEY_UINT: case KEY_MB: case KEY_KB:
-    snprintf(buf, cap, "an integer from %.0f to %.0f", k->min, k->max); break;
+    if (k->max >= 18446744073709551615.0) snprintf(buf, cap, "an integer from %.0f to %llu", k->min, ~0ull);
+    else snprintf(buf, cap, "an integer from %.0f to %.0f%s", k->min, k->max,
+                  k->offset == FIELD(roundup_power2_divisions) ? ", a power of two"
+                  : k->offset == FIELD(sim_granularity) ? ", a power of two and a multiple of the host page size"
+                  : "");
+    break;
   case KEY_DOUBLE: snprintf(buf, cap, "a number from %g to %g", k->min, k->max); break;
   case KEY_PATH: snprintf(buf, cap, "a path of fewer than %d characters", CA_CONFIG_PATH_MAX); break;
-  case KEY_OPLIST: snprintf(buf, cap, "<op>@<integer from %.0f to %.0f>, op one of the backend operations", k->min, k->max); break;
+  case KEY_OPLIST:
+    op_choices(ops, sizeof ops);
+    snprintf(buf, cap, "<op>@<integer from %.0f to %.0f>%s, op one of %s", k->min, k->max,
+             k->offset == FIELD(sim_fail) ? " (at most " CA_STR(CA_CONFIG_MAX_FAULTS) " entries)" : "", ops);
+    break;
   }
 }
 
-static bool in_range(const key_t *k, double x) { return x >= k->min && x <= k->max; }
+static bool in_range(const conf_key_t *k, double x) { return x >= k->min && x <= k->max; }
 
-static bool apply_oplist(ca_config_t *cfg, const key_t *k, view_t v) {
+static bool apply_oplist(ca_config_t *cfg, const conf_key_t *k, view_t v) {
   const char *at = memchr(v.p, '@', v.n);
   if (!at) return false;
   int op = ca_backend_op_from_name(v.p, (size_t)(at - v.p));
@@ -196,7 +216,7 @@ static bool apply_oplist(ca_config_t *cfg, const key_t *k, view_t v) {
   return true;
 }
 
-static bool apply_number(ca_config_t *cfg, const key_t *k, view_t v) {
+static bool apply_number(ca_config_t *cfg, const conf_key_t *k, view_t v) {
   char *field = (char *)cfg + k->offset;
   uint64_t n;
   if (!parse_u64(v, &n) || !in_range(k, (double)n)) return false;
@@ -217,7 +237,7 @@ static bool apply_number(ca_config_t *cfg, const key_t *k, view_t v) {
   return false;
 }
 
-static bool apply(ca_config_t *cfg, const key_t *k, view_t v) {
+static bool apply(ca_config_t *cfg, const conf_key_t *k, view_t v) {
   char *field = (char *)cfg + k->offset;
   if (v.n == 0) return false;
   switch (k->kind) {
@@ -245,19 +265,38 @@ static bool apply(ca_config_t *cfg, const key_t *k, view_t v) {
 // The parser
 // ----------------------------------------------------------------------------
 
+/* Writes at most 64 characters of v, control characters as '?', so that a
+ * warning stays one line whatever the string holds. */
+static void put_view(FILE *out, view_t v) {
+  for (size_t i = 0; i < v.n && i < 64; i++)
+    fputc(iscntrl((unsigned char)v.p[i]) ? '?' : v.p[i], out);
+  if (v.n > 64) fputs("...", out);
+}
+
 static void warn_unknown(FILE *out, view_t key) {
   if (!out) return;
-  fprintf(out, "cudalloc: CUDALLOC_CONF: unknown key '%.*s'; valid keys:", (int)key.n, key.p);
+  fputs("cudalloc: CUDALLOC_CONF: unknown key '", out);
+  put_view(out, key);
+  fputs("'; valid keys:", out);
   for (size_t i = 0; i < NKEYS; i++) fprintf(out, "%s %s", i ? "," : "", keys[i].name);
   fputc('\n', out);
 }
 
-static void warn_value(FILE *out, const key_t *k, view_t v, const char *why) {
+static void warn_value(FILE *out, const conf_key_t *k, view_t v, const char *why) {
   if (!out) return;
-  char exp[160];
+  char exp[512];
   expected(k, exp, sizeof exp);
-  fprintf(out, "cudalloc: CUDALLOC_CONF: %s '%.*s' for key '%s' (expected %s); keeping the default\n",
-          why, (int)(v.n > 64 ? 64 : v.n), v.p, k->name, exp);
+  fprintf(out, "cudalloc: CUDALLOC_CONF: %s '", why);
+  put_view(out, v);
+  fprintf(out, "' for key '%s' (expected %s); keeping the default\n", k->name, exp);
+}
+
+static void warn_missing(FILE *out, const conf_key_t *k) {
+  if (!out) return;
+  char exp[512];
+  expected(k, exp, sizeof exp);
+  fprintf(out, "cudalloc: CUDALLOC_CONF: missing ':value' for key '%s' (expected %s); keeping the default\n",
+          k->name, exp);
 }
 
 static int parse_item(ca_config_t *cfg, view_t item, FILE *out) {
@@ -268,7 +307,7 @@ static int parse_item(ca_config_t *cfg, view_t item, FILE *out) {
   for (size_t i = 0; i < NKEYS; i++) {
     if (!view_eq(key, keys[i].name)) continue;
     if (!colon) {
-      warn_value(out, &keys[i], key, "missing ':value' after");
+      warn_missing(out, &keys[i]);
       return 1;
     }
     view_t v = view_trim((view_t){colon + 1, item.n - (size_t)(colon + 1 - item.p)});
@@ -284,11 +323,24 @@ static int parse_item(ca_config_t *cfg, view_t item, FILE *out) {
   return 1;
 }
 
+/* The comma that ends the item at p, or NULL. Commas inside [...] belong to
+ * the value, so that PyTorch's list form (roundup_power2_divisions:[256:1,
+ * 512:2]) is one item and costs one warning, not one per element. */
+static const char *item_end(const char *p) {
+  int depth = 0;
+  for (; *p; p++) {
+    if (*p == '[') depth++;
+    else if (*p == ']' && depth > 0) depth--;
+    else if (*p == ',' && depth == 0) return p;
+  }
+  return NULL;
+}
+
 int ca_config_parse(ca_config_t *cfg, const char *conf, FILE *out) {
   int problems = 0;
   if (!conf) return 0;
   for (const char *p = conf;;) {
-    const char *comma = strchr(p, ',');
+    const char *comma = item_end(p);
     size_t n = comma ? (size_t)(comma - p) : strlen(p);
     problems += parse_item(cfg, (view_t){p, n}, out);
     if (!comma) break;
@@ -314,7 +366,7 @@ int ca_config_load(const char *conf) {
 // Printing and report paths
 // ----------------------------------------------------------------------------
 
-static void print_value(const ca_config_t *cfg, const key_t *k, FILE *out) {
+static void print_value(const ca_config_t *cfg, const conf_key_t *k, FILE *out) {
   const char *field = (const char *)cfg + k->offset;
   switch (k->kind) {
   case KEY_BOOL: fputs(*(const bool *)field ? "true" : "false", out); break;
@@ -363,7 +415,8 @@ static const char *rank_string(void) {
   return r ? r : "0";
 }
 
-bool ca_config_expand_path(const char *tmpl, const char *suffix, char *out, size_t cap) {
+/* Writes the expansion into out; false when it does not fit in cap bytes. */
+static bool expand(const char *tmpl, const char *suffix, char *out, size_t cap) {
   size_t n = 0;
   char tmp[32];
   for (const char *t = tmpl; *t; t++) {
@@ -385,4 +438,10 @@ bool ca_config_expand_path(const char *tmpl, const char *suffix, char *out, size
   if (n + len >= cap) return false;
   memcpy(out + n, suffix, len + 1);
   return true;
+}
+
+bool ca_config_expand_path(const char *tmpl, const char *suffix, char *out, size_t cap) {
+  if (expand(tmpl, suffix, out, cap)) return true;
+  if (cap) out[0] = 0;    /* never a truncated path that names another file */
+  return false;
 }

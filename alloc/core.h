@@ -25,7 +25,12 @@ const ca_backend_t *ca_backend(void);
 CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, void *caller);
 
 /* Frees ptr, freed in the order of stream: reusable at once on stream,
- * elsewhere when the stream's earlier work has completed. */
+ * elsewhere when the stream's earlier work has completed.
+ * Both frees return CUDA_ERROR_NOT_FOUND, silently, when ptr lies outside
+ * every range cudalloc manages (the shim then hands it to the real free),
+ * and CUDA_ERROR_INVALID_VALUE, with one line on stderr, for a pointer
+ * inside cudalloc's memory that is not a live block (double free, interior
+ * pointer). NULL is a successful no-op. */
 CUresult ca_free(void *ptr, ca_stream_t stream);
 /* Frees ptr with cudaFree's promise: reusable only when all device work
  * issued before the call has completed (free_mode:stream relaxes this to

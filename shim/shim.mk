@@ -1,2 +1,44 @@
 # Extra targets of the interception layer (the library itself is built by the
 # top-level Makefile from shim/*.c and alloc/*.c).
+
+# The dlsym interposer runs inside the sanitizer runtimes' own start-up (they
+# look up the functions they intercept with dlsym before instrumented code can
+# run), so it is built without sanitizers.
+$(BUILD)/obj/shim/dlsym.o: LIB_CFLAGS += -fno-sanitize=all
+
+# A stand-in for libcuda.so.1 (tests/progs/fake/fakecuda.c): the dlsym and
+# cuGetProcAddress tests open it on machines without a driver.
+FAKE_CUDA := $(BUILD)/progs/fake/libcuda.so.1
+$(FAKE_CUDA): tests/progs/fake/fakecuda.c
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 $< -o $@
+$(BUILD)/progs/drvapi $(BUILD)/progs/dlsym_old: $(FAKE_CUDA)
+
+# The library with a naive C dlsym wrapper instead of the trampoline (the C
+# version, with its call to the real dlsym kept a call rather than a jump): the
+# test rtld_next_check_catches_a_c_wrapper shows that tests/progs/rtld_next
+# fails against it, so that its passing against the real library means
+# something.
+SHIM_VARIANT := $(BUILD)/test-variants/libcudalloc.so
+$(BUILD)/test-variants/dlsym-c.o: shim/dlsym.c
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) -fno-sanitize=all -fno-optimize-sibling-calls -DCA_DLSYM_NO_TRAMPOLINE -c $< -o $@
+$(SHIM_VARIANT): $(ALLOC_OBJS) $(filter-out $(BUILD)/obj/shim/dlsym.o,$(SHIM_OBJS)) \
+    $(BUILD)/test-variants/dlsym-c.o shim/exports.map
+	$(CC) -shared -o $@ $(filter %.o,$^) $(SANFLAGS) -Wl,-Bsymbolic \
+	  -Wl,--version-script=shim/exports.map $(NODEFS) $(LIBS)
+$(BUILD)/progs/rtld_next: $(SHIM_VARIANT)
+
+# The GPU check's preload programs (bench/gpu-check.sh, section shim_gpu): a CUDA
+# program with kernels, built by nvcc with its default static cudart and with
+# -cudart shared; part of `make cuda` where nvcc exists.
+ifneq ($(NVCC),)
+SHIM_GPU_PROGS := $(BUILD)/progs/gpu_saxpy-static $(BUILD)/progs/gpu_saxpy-shared
+cuda: $(SHIM_GPU_PROGS)
+$(BUILD)/progs/gpu_saxpy-static: tests/progs/gpu_saxpy.cu tests/progs/progs.h
+	@mkdir -p $(@D)
+	$(NVCC) -O2 $(NVCC_ARCH) -Werror all-warnings -Ialloc -Itests/progs $< -o $@ -ldl
+$(BUILD)/progs/gpu_saxpy-shared: tests/progs/gpu_saxpy.cu tests/progs/progs.h
+	@mkdir -p $(@D)
+	$(NVCC) -O2 $(NVCC_ARCH) -Werror all-warnings -cudart shared -Ialloc -Itests/progs $< -o $@ -ldl
+endif

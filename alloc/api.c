@@ -1,0 +1,168 @@
+/* The public C API (cudalloc.h): argument checks and CUDA error codes over
+ * the core. The interception shim reaches the same core through core.h. */
+#include "internal.h"
+
+#include "core.h"
+#include "log.h"
+
+cudaError_t ca_cuda_error(CUresult err) {
+  switch (err) {
+  case CUDA_SUCCESS: return cudaSuccess;
+  case CUDA_ERROR_INVALID_VALUE:
+  case CUDA_ERROR_NOT_FOUND: return cudaErrorInvalidValue;
+  case CUDA_ERROR_OUT_OF_MEMORY: return cudaErrorMemoryAllocation;
+  case CUDA_ERROR_NOT_INITIALIZED: return cudaErrorInitializationError;
+  case CUDA_ERROR_DEINITIALIZED: return cudaErrorCudartUnloading;
+  case CUDA_ERROR_NO_DEVICE: return cudaErrorNoDevice;
+  case CUDA_ERROR_INVALID_DEVICE: return cudaErrorInvalidDevice;
+  case CUDA_ERROR_INVALID_CONTEXT: return cudaErrorDeviceUninitialized;
+  case CUDA_ERROR_INVALID_HANDLE: return cudaErrorInvalidResourceHandle;
+  case CUDA_ERROR_NOT_READY: return cudaErrorNotReady;
+  case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: return cudaErrorStreamCaptureUnsupported;
+  case CUDA_ERROR_LAUNCH_FAILED: return cudaErrorLaunchFailure;
+  /* From 100 on, the runtime numbers its errors as the driver does. */
+  default: return err >= 100 ? (cudaError_t)err : cudaErrorUnknown;
+  }
+}
+
+cudaError_t cudalloc_init(const char *conf) { return ca_cuda_error(ca_init(conf)); }
+
+cudaError_t cudalloc_malloc(void **ptr, size_t size, cudaStream_t stream) {
+  return ca_cuda_error(ca_malloc(ptr, size, (ca_stream_t)stream, __builtin_return_address(0)));
+}
+
+cudaError_t cudalloc_free(void *ptr, cudaStream_t stream) {
+  return ca_cuda_error(ca_free(ptr, (ca_stream_t)stream));
+}
+
+cudaError_t cudalloc_free_sync(void *ptr) { return ca_cuda_error(ca_free_sync(ptr)); }
+
+int cudalloc_owns(const void *ptr) { return ca_owns(ptr); }
+
+cudaError_t cudalloc_get_address_range(const void *ptr, void **base, size_t *size) {
+  return ca_cuda_error(ca_address_range(ptr, base, size));
+}
+
+/* Calls fn on every device that has been set up, with its lock held. */
+static void each_device(void (*fn)(ca_device_t *, void *), void *arg) {
+  if (!ca_ready()) return;
+  for (int i = 0; i < ca_state.ndevices; i++) {
+    ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
+    if (!d) continue;
+    pthread_mutex_lock(&d->lock);
+    if (d->ready) fn(d, arg);
+    pthread_mutex_unlock(&d->lock);
+  }
+}
+
+static void empty_device(ca_device_t *d, void *arg) {
+  (void)arg;
+  ca_fences_seal(d);
+  ca_fences_poll(d);
+  ca_trim(d, 0);
+}
+
+cudaError_t cudalloc_empty_cache(void) {
+  CUresult rc = ca_init(NULL);
+  if (!rc) each_device(empty_device, NULL);
+  return ca_cuda_error(rc);
+}
+
+static void check_device(ca_device_t *d, void *arg) {
+  int *worst = arg;
+  int rc = ca_check_device(d);
+  if (rc && !*worst) *worst = rc;
+}
+
+int cudalloc_check(void) {
+  int worst = 0;
+  each_device(check_device, &worst);
+  return worst;
+}
+
+static void step_device(ca_device_t *d, void *arg) {
+  (void)arg;
+  ca_fences_seal(d);
+  ca_fences_poll(d);
+}
+
+void cudalloc_step(void) { each_device(step_device, NULL); }
+
+cudaError_t cudalloc_get_stats(int device, cudalloc_stats_t *out) {
+  if (!out) return cudaErrorInvalidValue;
+  CUresult rc = ca_init(NULL);
+  if (rc) return ca_cuda_error(rc);
+  if (device < 0 && (rc = ca_state.be->get_device(&device))) return ca_cuda_error(rc);
+  ca_device_t *d;
+  if ((rc = ca_device_get(device, &d))) return ca_cuda_error(rc);
+  pthread_mutex_lock(&d->lock);
+  ca_stats_snapshot(d, out);
+  pthread_mutex_unlock(&d->lock);
+  return cudaSuccess;
+}
+
+static void reset_peaks(ca_device_t *d, void *arg) {
+  (void)arg;
+#define CA_RESET_PEAK(name, doc) d->stats.name.peak = d->stats.name.current;
+  CUDALLOC_STAT_BYTES(CA_RESET_PEAK)
+  CUDALLOC_STAT_COUNTS(CA_RESET_PEAK)
+#undef CA_RESET_PEAK
+}
+
+void cudalloc_reset_peaks(void) { each_device(reset_peaks, NULL); }
+
+void cudalloc_print_stats(FILE *f) { ca_stats_print(f ? f : stderr); }
+
+void cudalloc_report(FILE *f) {
+  if (!ca_ready()) return;
+  if (!f) {
+    ca_report_write_files();
+    return;
+  }
+  ca_report_summary(f);
+  ca_report_leaks(f);
+}
+
+// ----------------------------------------------------------------------------
+// What the program should see as free memory
+// ----------------------------------------------------------------------------
+
+/* Bytes d could give back at once: cached pages and whole free pages. */
+static size_t reclaimable(ca_device_t *d) {
+  ca_fences_seal(d);
+  ca_fences_poll(d);
+  size_t bytes = d->page_cache_count * d->page;
+  for (int p = 0; p < 2; p++) {
+    for (ca_segment_t *seg = d->pools[p].segments; seg; seg = seg->next) {
+      for (ca_block_t *b = seg->first; b; b = b->next) {
+        if (b->state != CA_FREE || b->kind != CA_MAPPED) continue;
+        if (seg->classic) {
+          if (!b->prev && !b->next) bytes += b->size;
+          continue;
+        }
+        uintptr_t lo = (b->addr + d->page - 1) / d->page * d->page;
+        uintptr_t hi = (b->addr + b->size) / d->page * d->page;
+        if (hi > lo) bytes += hi - lo;
+      }
+    }
+  }
+  return bytes;
+}
+
+CUresult ca_mem_get_info(int dev, size_t *free_bytes, size_t *total_bytes) {
+  CUresult rc = ca_init(NULL);
+  if (rc) return rc;
+  if (dev < 0 && (rc = ca_state.be->get_device(&dev))) return rc;
+  size_t free_now = 0, total = 0, extra = 0;
+  if ((rc = ca_state.be->mem_info(dev, &free_now, &total))) return rc;
+  ca_device_t *d = dev < ca_state.ndevices ? __atomic_load_n(&ca_state.devices[dev], __ATOMIC_ACQUIRE) : NULL;
+  if (d) {
+    pthread_mutex_lock(&d->lock);
+    if (d->ready) extra = reclaimable(d);
+    pthread_mutex_unlock(&d->lock);
+  }
+  free_now = free_now + extra > total ? total : free_now + extra;
+  if (free_bytes) *free_bytes = free_now;
+  if (total_bytes) *total_bytes = total;
+  return CUDA_SUCCESS;
+}

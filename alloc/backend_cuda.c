@@ -1,0 +1,483 @@
+/* The CUDA driver backend: backend.h implemented with the driver's virtual
+ * memory API.
+ *
+ * Nothing links against libcuda. init() opens libcuda.so.1 with dlopen,
+ * takes only cuGetProcAddress from dlsym, and resolves every other entry
+ * point through it at the CUDA 12 ABI, so the library loads (and the
+ * simulated backend works) on a machine without a driver, and the versioned
+ * entry points (_v2 and so on) are the ones a CUDA 12 program would get.
+ *
+ * Contexts: every device operation runs in the device's primary context (the
+ * one the runtime API uses). It is pushed only when it is not already
+ * current, so the common case costs one cuCtxGetCurrent. Physical handles,
+ * reservations and events are the driver's; this file keeps no record of
+ * them, only the retained primary contexts and the granularities.
+ */
+#include "backend.h"
+#include "log.h"
+
+#include <cudaTypedefs.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+
+#define CUDA_ABI_VERSION 12000   /* the ABI every entry point is resolved at */
+#define MAX_DEVICES 64           /* more devices than this are not used */
+
+// ----------------------------------------------------------------------------
+// The driver's entry points, resolved once through cuGetProcAddress
+// ----------------------------------------------------------------------------
+
+/* X(field, symbol, type): the types are those of the CUDA 12 ABI. */
+#define DRIVER_ENTRIES(X)                                                      \
+  X(get_error_name, "cuGetErrorName", PFN_cuGetErrorName_v6000)                \
+  X(init, "cuInit", PFN_cuInit_v2000)                                          \
+  X(device_get_count, "cuDeviceGetCount", PFN_cuDeviceGetCount_v2000)          \
+  X(device_get, "cuDeviceGet", PFN_cuDeviceGet_v2000)                          \
+  X(device_total_mem, "cuDeviceTotalMem", PFN_cuDeviceTotalMem_v3020)          \
+  X(device_get_name, "cuDeviceGetName", PFN_cuDeviceGetName_v2000)             \
+  X(primary_retain, "cuDevicePrimaryCtxRetain", PFN_cuDevicePrimaryCtxRetain_v7000) \
+  X(ctx_get_current, "cuCtxGetCurrent", PFN_cuCtxGetCurrent_v4000)             \
+  X(ctx_set_current, "cuCtxSetCurrent", PFN_cuCtxSetCurrent_v4000)             \
+  X(ctx_push, "cuCtxPushCurrent", PFN_cuCtxPushCurrent_v4000)                  \
+  X(ctx_pop, "cuCtxPopCurrent", PFN_cuCtxPopCurrent_v4000)                     \
+  X(ctx_get_device, "cuCtxGetDevice", PFN_cuCtxGetDevice_v2000)                \
+  X(ctx_sync, "cuCtxSynchronize", PFN_cuCtxSynchronize_v2000)                  \
+  X(mem_get_info, "cuMemGetInfo", PFN_cuMemGetInfo_v3020)                      \
+  X(granularity, "cuMemGetAllocationGranularity", PFN_cuMemGetAllocationGranularity_v10020) \
+  X(address_reserve, "cuMemAddressReserve", PFN_cuMemAddressReserve_v10020)    \
+  X(address_free, "cuMemAddressFree", PFN_cuMemAddressFree_v10020)             \
+  X(mem_create, "cuMemCreate", PFN_cuMemCreate_v10020)                         \
+  X(mem_release, "cuMemRelease", PFN_cuMemRelease_v10020)                      \
+  X(mem_map, "cuMemMap", PFN_cuMemMap_v10020)                                  \
+  X(mem_unmap, "cuMemUnmap", PFN_cuMemUnmap_v10020)                            \
+  X(mem_set_access, "cuMemSetAccess", PFN_cuMemSetAccess_v10020)               \
+  X(event_create, "cuEventCreate", PFN_cuEventCreate_v2000)                    \
+  X(event_record, "cuEventRecord", PFN_cuEventRecord_v2000)                    \
+  X(event_query, "cuEventQuery", PFN_cuEventQuery_v2000)                       \
+  X(event_sync, "cuEventSynchronize", PFN_cuEventSynchronize_v2000)            \
+  X(event_destroy, "cuEventDestroy", PFN_cuEventDestroy_v4000)                 \
+  X(stream_sync, "cuStreamSynchronize", PFN_cuStreamSynchronize_v2000)         \
+  X(stream_is_capturing, "cuStreamIsCapturing", PFN_cuStreamIsCapturing_v10000)
+
+typedef struct driver_s {
+#define DRIVER_FIELD(field, sym, type) type field;
+  DRIVER_ENTRIES(DRIVER_FIELD)
+#undef DRIVER_FIELD
+} driver_t;
+
+static const struct { const char *sym; size_t offset; } driver_syms[] = {
+#define DRIVER_SYM(field, sym, type) {sym, offsetof(driver_t, field)},
+  DRIVER_ENTRIES(DRIVER_SYM)
+#undef DRIVER_SYM
+};
+#define NSYMS (sizeof(driver_syms) / sizeof(driver_syms[0]))
+
+/* The resolver: cuGetProcAddress_v2 (CUDA >= 12.0) or the older one. */
+typedef struct resolver_s {
+  PFN_cuGetProcAddress_v12000 v2;
+  PFN_cuGetProcAddress_v11030 v1;
+} resolver_t;
+
+// ----------------------------------------------------------------------------
+// State
+// ----------------------------------------------------------------------------
+
+enum { STATE_UNTRIED, STATE_READY, STATE_FAILED };
+
+static struct {
+  pthread_mutex_t lock;       /* serializes init and context retains */
+  int state;                  /* atomic; entries work only when READY */
+  CUresult failure;           /* init's error once FAILED (reported once) */
+  bool loaded;                /* drv holds resolved entry points */
+  driver_t drv;
+  int count;                  /* devices, at most MAX_DEVICES */
+  CUdevice dev[MAX_DEVICES];
+  CUcontext ctx[MAX_DEVICES]; /* atomic; retained primary contexts */
+  size_t gran[MAX_DEVICES];   /* atomic; 0 until first asked */
+} g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+#define drv (g.drv)
+
+static bool ready(void) {
+  return __atomic_load_n(&g.state, __ATOMIC_ACQUIRE) == STATE_READY;
+}
+
+static bool valid_device(int dev) { return dev >= 0 && dev < g.count; }
+
+// ----------------------------------------------------------------------------
+// Starting: load, resolve, cuInit
+// ----------------------------------------------------------------------------
+
+static const char *error_name(CUresult rc) {
+  const char *s = NULL;
+  if (!drv.get_error_name || drv.get_error_name(rc, &s) != CUDA_SUCCESS || !s) return "unknown error";
+  return s;
+}
+
+/* One line on stderr for every way the driver can be out of reach. */
+#define INIT_FAILED(fmt, ...)                                                \
+  ca_log("CUDA backend unavailable: " fmt "; set CUDALLOC_CONF=backend:sim to use the simulated device", \
+         __VA_ARGS__)
+
+static CUresult resolve(const resolver_t *r, const char *sym, void **pfn) {
+  *pfn = NULL;
+  if (r->v2) {
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
+    CUresult rc = r->v2(sym, pfn, CUDA_ABI_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status);
+    if (rc == CUDA_SUCCESS && status != CU_GET_PROC_ADDRESS_SUCCESS) rc = CUDA_ERROR_NOT_FOUND;
+    return rc;
+  }
+  return r->v1(sym, pfn, CUDA_ABI_VERSION, CU_GET_PROC_ADDRESS_DEFAULT);
+}
+
+static CUresult load_driver(void) {
+  if (g.loaded) return CUDA_SUCCESS;
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char *why = dlerror();
+    INIT_FAILED("cannot load libcuda.so.1 (%s): no CUDA driver on this machine",
+                why ? why : "not found");
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
+  resolver_t r = {0};
+  *(void **)&r.v2 = dlsym(lib, "cuGetProcAddress_v2");
+  if (!r.v2) *(void **)&r.v1 = dlsym(lib, "cuGetProcAddress");
+  if (!r.v2 && !r.v1) {
+    INIT_FAILED("%s", "libcuda.so.1 has no cuGetProcAddress (a driver older than CUDA 11.3)");
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
+  for (size_t i = 0; i < NSYMS; i++) {
+    void **slot = (void **)((char *)&drv + driver_syms[i].offset);
+    CUresult rc = resolve(&r, driver_syms[i].sym, slot);
+    if (rc != CUDA_SUCCESS || !*slot) {
+      memset(&drv, 0, sizeof drv);
+      INIT_FAILED("the driver does not provide %s at the CUDA %d.%d ABI (error %d); update the driver",
+                  driver_syms[i].sym, CUDA_ABI_VERSION / 1000, CUDA_ABI_VERSION % 1000 / 10, (int)rc);
+      return rc != CUDA_SUCCESS ? rc : CUDA_ERROR_NOT_FOUND;
+    }
+  }
+  g.loaded = true;   /* lib stays open: its entry points are in drv */
+  return CUDA_SUCCESS;
+}
+
+static CUresult start_driver(void) {
+  CUresult rc = drv.init(0);
+  if (rc != CUDA_SUCCESS) {
+    INIT_FAILED("cuInit failed with %s (%d)", error_name(rc), (int)rc);
+    return rc;
+  }
+  int count = 0;
+  rc = drv.device_get_count(&count);
+  if (rc == CUDA_SUCCESS && count <= 0) rc = CUDA_ERROR_NO_DEVICE;
+  for (int i = 0; rc == CUDA_SUCCESS && i < count && i < MAX_DEVICES; i++)
+    rc = drv.device_get(&g.dev[i], i);
+  if (rc != CUDA_SUCCESS) {
+    INIT_FAILED("no usable device: %s (%d)", error_name(rc), (int)rc);
+    return rc;
+  }
+  if (count > MAX_DEVICES) ca_log("CUDA backend: using the first %d of %d devices", MAX_DEVICES, count);
+  g.count = count < MAX_DEVICES ? count : MAX_DEVICES;
+  return CUDA_SUCCESS;
+}
+
+/* Idempotent; a failure is reported once and then returned by every call
+ * until abandon() (a fork child may try again). */
+static CUresult cuda_init(void) {
+  if (ready()) return CUDA_SUCCESS;
+  pthread_mutex_lock(&g.lock);
+  CUresult rc = CUDA_SUCCESS;
+  int state = __atomic_load_n(&g.state, __ATOMIC_RELAXED);
+  if (state == STATE_FAILED) rc = g.failure;
+  else if (state == STATE_UNTRIED) {
+    rc = load_driver();
+    if (rc == CUDA_SUCCESS) rc = start_driver();
+    g.failure = rc;
+    __atomic_store_n(&g.state, rc == CUDA_SUCCESS ? STATE_READY : STATE_FAILED, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&g.lock);
+  return rc;
+}
+
+/* No driver call here: after fork() the child's driver state is unusable,
+ * and at exit the driver may already be gone. The resolved entry points stay
+ * (the library stays mapped) so that a later init() can start again. */
+static void cuda_abandon(void) {
+  __atomic_store_n(&g.state, STATE_UNTRIED, __ATOMIC_RELEASE);
+  for (int i = 0; i < MAX_DEVICES; i++) {
+    __atomic_store_n(&g.ctx[i], NULL, __ATOMIC_RELAXED);
+    __atomic_store_n(&g.gran[i], 0, __ATOMIC_RELAXED);
+  }
+  g.count = 0;
+}
+
+// ----------------------------------------------------------------------------
+// Primary contexts
+// ----------------------------------------------------------------------------
+
+/* The device's primary context, retained the first time it is needed and
+ * kept for the life of the process. */
+static CUresult primary_ctx(int dev, CUcontext *ctx) {
+  *ctx = __atomic_load_n(&g.ctx[dev], __ATOMIC_ACQUIRE);
+  if (*ctx) return CUDA_SUCCESS;
+  pthread_mutex_lock(&g.lock);
+  CUresult rc = CUDA_SUCCESS;
+  *ctx = __atomic_load_n(&g.ctx[dev], __ATOMIC_ACQUIRE);
+  if (!*ctx) {
+    rc = drv.primary_retain(ctx, g.dev[dev]);
+    if (rc == CUDA_SUCCESS) __atomic_store_n(&g.ctx[dev], *ctx, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&g.lock);
+  return rc;
+}
+
+/* Makes dev's primary context current for one operation; *pushed says
+ * whether ctx_leave() must pop it. */
+static CUresult ctx_enter(int dev, bool *pushed) {
+  *pushed = false;
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  CUcontext want, cur = NULL;
+  CUresult rc = primary_ctx(dev, &want);
+  if (rc == CUDA_SUCCESS) rc = drv.ctx_get_current(&cur);
+  if (rc != CUDA_SUCCESS || cur == want) return rc;
+  rc = drv.ctx_push(want);
+  *pushed = rc == CUDA_SUCCESS;
+  return rc;
+}
+
+static void ctx_leave(bool pushed) {
+  CUcontext popped;
+  if (pushed) drv.ctx_pop(&popped);
+}
+
+// ----------------------------------------------------------------------------
+// Devices
+// ----------------------------------------------------------------------------
+
+static CUresult cuda_device_count(int *count) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  *count = g.count;
+  return CUDA_SUCCESS;
+}
+
+static CUresult cuda_set_device(int dev) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  CUcontext ctx;
+  CUresult rc = primary_ctx(dev, &ctx);
+  return rc != CUDA_SUCCESS ? rc : drv.ctx_set_current(ctx);
+}
+
+/* The current context's device; a thread with no context gets device 0's
+ * primary context, as the runtime API does on first use. */
+static CUresult cuda_get_device(int *dev) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  CUcontext cur = NULL;
+  CUresult rc = drv.ctx_get_current(&cur);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (!cur) {
+    rc = cuda_set_device(0);
+    if (rc == CUDA_SUCCESS) *dev = 0;
+    return rc;
+  }
+  CUdevice d;
+  rc = drv.ctx_get_device(&d);
+  if (rc != CUDA_SUCCESS) return rc;
+  for (int i = 0; i < g.count; i++)
+    if (g.dev[i] == d) { *dev = i; return CUDA_SUCCESS; }
+  return CUDA_ERROR_INVALID_DEVICE;   /* a device beyond MAX_DEVICES */
+}
+
+static CUmemAllocationProp pinned_prop(int dev) {
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = (int)g.dev[dev];
+  return prop;
+}
+
+static CUresult granularity(int dev, size_t *out) {
+  size_t gran = __atomic_load_n(&g.gran[dev], __ATOMIC_RELAXED);
+  if (!gran) {
+    CUmemAllocationProp prop = pinned_prop(dev);
+    CUresult rc = drv.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    if (rc != CUDA_SUCCESS) return rc;
+    __atomic_store_n(&g.gran[dev], gran, __ATOMIC_RELAXED);
+  }
+  *out = gran;
+  return CUDA_SUCCESS;
+}
+
+static CUresult cuda_device_props(int dev, ca_device_props_t *props) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  memset(props, 0, sizeof *props);
+  CUresult rc = drv.device_total_mem(&props->total_bytes, g.dev[dev]);
+  if (rc == CUDA_SUCCESS) rc = drv.device_get_name(props->name, (int)sizeof props->name - 1, g.dev[dev]);
+  if (rc == CUDA_SUCCESS) rc = granularity(dev, &props->granularity);
+  return rc;
+}
+
+static CUresult cuda_mem_info(int dev, size_t *free_bytes, size_t *total_bytes) {
+  bool pushed;
+  CUresult rc = ctx_enter(dev, &pushed);
+  if (rc == CUDA_SUCCESS) rc = drv.mem_get_info(free_bytes, total_bytes);
+  ctx_leave(pushed);
+  return rc;
+}
+
+// ----------------------------------------------------------------------------
+// Virtual addresses and physical pages
+// ----------------------------------------------------------------------------
+
+static CUresult cuda_reserve(int dev, size_t size, uintptr_t *va) {
+  bool pushed;
+  size_t align = 0;
+  CUdeviceptr ptr = 0;
+  CUresult rc = ctx_enter(dev, &pushed);
+  if (rc == CUDA_SUCCESS) rc = granularity(dev, &align);
+  if (rc == CUDA_SUCCESS) rc = drv.address_reserve(&ptr, size, align, 0, 0);
+  ctx_leave(pushed);
+  if (rc == CUDA_SUCCESS) *va = (uintptr_t)ptr;
+  return rc;
+}
+
+static CUresult cuda_va_free(uintptr_t va, size_t size) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  return drv.address_free((CUdeviceptr)va, size);
+}
+
+static CUresult cuda_create(int dev, size_t size, ca_phys_t *handle) {
+  bool pushed;
+  CUmemGenericAllocationHandle h = 0;
+  CUresult rc = ctx_enter(dev, &pushed);
+  if (rc == CUDA_SUCCESS) {
+    CUmemAllocationProp prop = pinned_prop(dev);
+    rc = drv.mem_create(&h, size, &prop, 0);
+  }
+  ctx_leave(pushed);
+  if (rc == CUDA_SUCCESS) *handle = (ca_phys_t)h;
+  return rc;
+}
+
+static CUresult cuda_release(ca_phys_t handle) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  return drv.mem_release((CUmemGenericAllocationHandle)handle);
+}
+
+static CUresult cuda_map(uintptr_t va, size_t size, ca_phys_t handle, size_t offset) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  return drv.mem_map((CUdeviceptr)va, size, offset, (CUmemGenericAllocationHandle)handle, 0);
+}
+
+static CUresult cuda_unmap(uintptr_t va, size_t size) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  return drv.mem_unmap((CUdeviceptr)va, size);
+}
+
+static CUresult cuda_set_access(int dev, uintptr_t va, size_t size) {
+  bool pushed;
+  CUresult rc = ctx_enter(dev, &pushed);
+  if (rc == CUDA_SUCCESS) {
+    CUmemAccessDesc desc;
+    memset(&desc, 0, sizeof desc);
+    desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    desc.location.id = (int)g.dev[dev];
+    desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    rc = drv.mem_set_access((CUdeviceptr)va, size, &desc, 1);
+  }
+  ctx_leave(pushed);
+  return rc;
+}
+
+// ----------------------------------------------------------------------------
+// Ordering
+// ----------------------------------------------------------------------------
+
+static CUresult cuda_event_create(int dev, ca_event_t *event) {
+  bool pushed;
+  CUevent ev = NULL;
+  CUresult rc = ctx_enter(dev, &pushed);
+  if (rc == CUDA_SUCCESS) rc = drv.event_create(&ev, CU_EVENT_DISABLE_TIMING);
+  ctx_leave(pushed);
+  if (rc == CUDA_SUCCESS) *event = (ca_event_t)ev;
+  return rc;
+}
+
+static CUresult cuda_event_record(ca_event_t event, ca_stream_t stream) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  return drv.event_record((CUevent)event, (CUstream)stream);
+}
+
+static CUresult cuda_event_query(ca_event_t event) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  return drv.event_query((CUevent)event);
+}
+
+static CUresult cuda_event_sync(ca_event_t event) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  return drv.event_sync((CUevent)event);
+}
+
+static CUresult cuda_event_destroy(ca_event_t event) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  return drv.event_destroy((CUevent)event);
+}
+
+static CUresult cuda_stream_sync(ca_stream_t stream) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  return drv.stream_sync((CUstream)stream);
+}
+
+static CUresult cuda_device_sync(int dev) {
+  bool pushed;
+  CUresult rc = ctx_enter(dev, &pushed);
+  if (rc == CUDA_SUCCESS) rc = drv.ctx_sync();
+  ctx_leave(pushed);
+  return rc;
+}
+
+/* A legacy-stream query while another stream captures in global mode
+ * answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: synchronizing would break that
+ * capture, so it counts as capturing. An invalidated capture counts too. */
+static CUresult cuda_is_capturing(ca_stream_t stream, int *capturing) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUresult rc = drv.stream_is_capturing((CUstream)stream, &status);
+  if (rc == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) {
+    *capturing = 1;
+    return CUDA_SUCCESS;
+  }
+  if (rc == CUDA_SUCCESS) *capturing = status != CU_STREAM_CAPTURE_STATUS_NONE;
+  return rc;
+}
+
+const ca_backend_t ca_backend_cuda = {
+    .name = "cuda",
+    .init = cuda_init,
+    .abandon = cuda_abandon,
+    .device_count = cuda_device_count,
+    .get_device = cuda_get_device,
+    .set_device = cuda_set_device,
+    .device_props = cuda_device_props,
+    .mem_info = cuda_mem_info,
+    .reserve = cuda_reserve,
+    .va_free = cuda_va_free,
+    .create = cuda_create,
+    .release = cuda_release,
+    .map = cuda_map,
+    .unmap = cuda_unmap,
+    .set_access = cuda_set_access,
+    .event_create = cuda_event_create,
+    .event_record = cuda_event_record,
+    .event_query = cuda_event_query,
+    .event_sync = cuda_event_sync,
+    .event_destroy = cuda_event_destroy,
+    .stream_sync = cuda_stream_sync,
+    .device_sync = cuda_device_sync,
+    .is_capturing = cuda_is_capturing,
+};

@@ -1,0 +1,363 @@
+/* The simulated device: the backend table, start and teardown, devices, and
+ * the handle tables the other sim_*.c files use.
+ *
+ * Every entry of the table takes the same path: ca_sim_enter counts the call,
+ * waits its latency and may inject a failure (which then has no effect); the
+ * work runs under one mutex; ca_sim_leave counts errors. A broken contract
+ * rule is reported by ca_sim_violation, which counts it. */
+#define _GNU_SOURCE
+#include "sim_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+
+sim_state_t ca_sim = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* The calling thread's current device, valid while gen matches ca_sim.gen
+ * (so a teardown resets every thread to device 0). */
+static __thread struct {
+  unsigned gen;
+  int dev;
+} tls_device;
+
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+
+CUresult ca_sim_violation(CUresult err) {
+  ca_sim_count_violation();
+  return err;
+}
+
+CUresult ca_sim_lock_started(void) {
+  pthread_mutex_lock(&ca_sim.lock);
+  if (ca_sim.started) return CUDA_SUCCESS;
+  pthread_mutex_unlock(&ca_sim.lock);
+  return ca_sim_violation(CUDA_ERROR_NOT_INITIALIZED);
+}
+
+void ca_sim_unlock(void) { pthread_mutex_unlock(&ca_sim.lock); }
+
+bool ca_sim_valid_device(int dev) { return dev >= 0 && dev < LOAD(&ca_sim.ndev); }
+
+int ca_sim_current_device(void) {
+  return tls_device.gen == LOAD(&ca_sim.gen) ? tls_device.dev : 0;
+}
+
+// ----------------------------------------------------------------------------
+// Handle tables
+// ----------------------------------------------------------------------------
+
+#define SLOT_INDEX(id) ((uint32_t)(id) - 1)
+#define SLOT_GEN(id) ((uint32_t)((id) >> 32) & 0xffffffu)
+
+static uint64_t slot_id(const sim_slots_t *t, uint32_t idx) {
+  return (uint64_t)t->tag << 56 | (uint64_t)(t->v[idx].gen & 0xffffffu) << 32 | (idx + 1);
+}
+
+uint64_t ca_sim_slot_put(sim_slots_t *t, void *obj) {
+  uint32_t idx;
+  if (t->free_head) {
+    idx = t->free_head - 1;
+    t->free_head = t->v[idx].next_free;
+  } else {
+    if (t->n == t->cap) {
+      uint32_t cap = t->cap ? t->cap * 2 : 64;
+      sim_slot_t *v = realloc(t->v, cap * sizeof *v);
+      if (!v) return 0;
+      t->v = v;
+      t->cap = cap;
+    }
+    idx = t->n++;
+    t->v[idx].gen = 1;
+  }
+  t->v[idx].obj = obj;
+  t->v[idx].next_free = 0;
+  return slot_id(t, idx);
+}
+
+void *ca_sim_slot_get(const sim_slots_t *t, uint64_t id) {
+  uint32_t idx = SLOT_INDEX(id);
+  if ((uint8_t)(id >> 56) != t->tag || idx >= t->n) return NULL;
+  const sim_slot_t *s = &t->v[idx];
+  return s->obj && (s->gen & 0xffffffu) == SLOT_GEN(id) ? s->obj : NULL;
+}
+
+void ca_sim_slot_drop(sim_slots_t *t, uint64_t id) {
+  if (!ca_sim_slot_get(t, id)) return;
+  uint32_t idx = SLOT_INDEX(id);
+  t->v[idx].obj = NULL;
+  t->v[idx].gen++;
+  t->v[idx].next_free = t->free_head;
+  t->free_head = idx + 1;
+}
+
+void ca_sim_slot_clear(sim_slots_t *t, void (*fn)(void *obj)) {
+  for (uint32_t i = 0; i < t->n; i++)
+    if (t->v[i].obj) fn(t->v[i].obj);
+  free(t->v);
+  uint8_t tag = t->tag;
+  memset(t, 0, sizeof *t);
+  t->tag = tag;
+}
+
+// ----------------------------------------------------------------------------
+// Start and teardown
+// ----------------------------------------------------------------------------
+
+static bool settings_valid(size_t capacity, size_t gran, unsigned ndev) {
+  long page = sysconf(_SC_PAGESIZE);
+  if (ndev < 1 || ndev > SIM_MAX_DEVICES) return false;
+  if (gran == 0 || (gran & (gran - 1)) || gran % (size_t)page) return false;
+  return capacity >= gran;
+}
+
+/* Builds the devices from the configuration. */
+static CUresult start_locked(void) {
+  size_t gran = ca_config.sim_granularity;
+  size_t capacity = ca_config.sim_capacity / (gran ? gran : 1) * gran;
+  unsigned ndev = ca_config.sim_devices;
+  if (!settings_valid(capacity, gran, ndev)) {
+    ca_log("simulated device: bad settings (%u devices, capacity %zu, granularity %zu)", ndev,
+           (size_t)ca_config.sim_capacity, gran);
+    return CUDA_ERROR_NOT_INITIALIZED;
+  }
+  ca_sim.handles.tag = 'H';
+  ca_sim.events.tag = 'E';
+  for (unsigned i = 0; i < ndev; i++) {
+    CUresult rc = ca_sim_device_open_locked(&ca_sim.dev[i], (int)i, capacity, gran);
+    if (rc != CUDA_SUCCESS) {
+      STORE(&ca_sim.ndev, (int)i);
+      ca_sim_vm_teardown_locked(true);
+      STORE(&ca_sim.ndev, 0);
+      return rc;
+    }
+  }
+  STORE(&ca_sim.ndev, (int)ndev);
+  STORE(&ca_sim.started, 1);
+  return CUDA_SUCCESS;
+}
+
+/* Forgets the whole state and every control; the next init starts afresh.
+ * Host objects must have been freed already (or are given up). */
+static void forget_locked(void) {
+  STORE(&ca_sim.started, 0);
+  STORE(&ca_sim.ndev, 0);
+  __atomic_add_fetch(&ca_sim.gen, 1, __ATOMIC_ACQ_REL);
+  memset(ca_sim.dev, 0, sizeof ca_sim.dev);
+  ca_sim.resv = NULL;
+  ca_sim.nresv = ca_sim.resv_cap = 0;
+  memset(&ca_sim.handles, 0, sizeof ca_sim.handles);
+  memset(&ca_sim.events, 0, sizeof ca_sim.events);
+  ca_sim.armed = false;
+  ca_sim.manual = false;
+  ca_sim_faults_reset();
+}
+
+static void teardown_locked(bool unmap) {
+  if (ca_sim.started) {
+    ca_sim_streams_teardown_locked();
+    ca_sim_vm_teardown_locked(unmap);
+  }
+  forget_locked();
+}
+
+void ca_sim_shutdown(void) {
+  pthread_mutex_lock(&ca_sim.lock);
+  teardown_locked(true);
+  pthread_mutex_unlock(&ca_sim.lock);
+}
+
+/* Waits up to ~100 ms for the lock: after fork() its owner may not exist. */
+static bool lock_patiently(void) {
+  for (int i = 0; i < 100; i++) {
+    if (pthread_mutex_trylock(&ca_sim.lock) == 0) return true;
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  return false;
+}
+
+/* Forgets everything without touching the host mappings (the child of a
+ * fork shares them with its parent). */
+static void sim_abandon(void) {
+  if (lock_patiently()) {
+    teardown_locked(false);
+  } else {
+    /* the owner is gone: give the state up (its host objects leak) */
+    pthread_mutex_init(&ca_sim.lock, NULL);
+    pthread_mutex_lock(&ca_sim.lock);
+    forget_locked();
+  }
+  pthread_mutex_unlock(&ca_sim.lock);
+}
+
+/* Controls from the configuration are applied once per life of the
+ * simulation (before init counts itself, so that sim_fail:init@1 works). */
+static void arm_once(void) {
+  pthread_mutex_lock(&ca_sim.lock);
+  if (!ca_sim.armed) {
+    ca_sim.armed = true;
+    ca_sim.manual = ca_sim.manual || ca_config.sim_events_manual;
+    ca_sim_faults_arm();
+  }
+  pthread_mutex_unlock(&ca_sim.lock);
+}
+
+static CUresult sim_init(void) {
+  arm_once();
+  CUresult rc = ca_sim_enter(CA_OP_init);
+  if (rc == CUDA_SUCCESS) {
+    pthread_mutex_lock(&ca_sim.lock);
+    if (!ca_sim.started) rc = start_locked();
+    pthread_mutex_unlock(&ca_sim.lock);
+  }
+  return ca_sim_leave(CA_OP_init, rc);
+}
+
+// ----------------------------------------------------------------------------
+// Devices
+// ----------------------------------------------------------------------------
+
+static CUresult started_or_violation(void) {
+  return LOAD(&ca_sim.started) ? CUDA_SUCCESS : ca_sim_violation(CUDA_ERROR_NOT_INITIALIZED);
+}
+
+static CUresult sim_device_count(int *count) {
+  CUresult rc = ca_sim_enter(CA_OP_device_count);
+  if (rc == CUDA_SUCCESS) rc = started_or_violation();
+  if (rc == CUDA_SUCCESS) *count = LOAD(&ca_sim.ndev);
+  return ca_sim_leave(CA_OP_device_count, rc);
+}
+
+static CUresult sim_get_device(int *dev) {
+  CUresult rc = ca_sim_enter(CA_OP_get_device);
+  if (rc == CUDA_SUCCESS) rc = started_or_violation();
+  if (rc == CUDA_SUCCESS) *dev = ca_sim_current_device();
+  return ca_sim_leave(CA_OP_get_device, rc);
+}
+
+static CUresult sim_set_device(int dev) {
+  CUresult rc = ca_sim_enter(CA_OP_set_device);
+  if (rc == CUDA_SUCCESS) rc = started_or_violation();
+  if (rc == CUDA_SUCCESS && !ca_sim_valid_device(dev))
+    rc = ca_sim_violation(CUDA_ERROR_INVALID_DEVICE);
+  if (rc == CUDA_SUCCESS) {
+    tls_device.gen = LOAD(&ca_sim.gen);
+    tls_device.dev = dev;
+  }
+  return ca_sim_leave(CA_OP_set_device, rc);
+}
+
+static CUresult device_props_locked(int dev, ca_device_props_t *props) {
+  if (!ca_sim_valid_device(dev)) return ca_sim_violation(CUDA_ERROR_INVALID_DEVICE);
+  memset(props, 0, sizeof *props);
+  props->total_bytes = ca_sim.dev[dev].capacity;
+  props->granularity = ca_sim.dev[dev].gran;
+  snprintf(props->name, sizeof props->name, "cudalloc simulated device %d", dev);
+  return CUDA_SUCCESS;
+}
+
+static CUresult mem_info_locked(int dev, size_t *free_bytes, size_t *total_bytes) {
+  if (!ca_sim_valid_device(dev)) return ca_sim_violation(CUDA_ERROR_INVALID_DEVICE);
+  *free_bytes = ca_sim.dev[dev].capacity - ca_sim.dev[dev].used;
+  *total_bytes = ca_sim.dev[dev].capacity;
+  return CUDA_SUCCESS;
+}
+
+// ----------------------------------------------------------------------------
+// The table: every other entry is the same wrapper around a *_locked call
+// ----------------------------------------------------------------------------
+
+#define SIM_LOCKED_CALL(op, call)                                  \
+  do {                                                             \
+    CUresult rc_ = ca_sim_enter(CA_OP_##op);                       \
+    if (rc_ == CUDA_SUCCESS) rc_ = ca_sim_lock_started();          \
+    if (rc_ == CUDA_SUCCESS) {                                     \
+      rc_ = (call);                                                \
+      ca_sim_unlock();                                             \
+    }                                                              \
+    return ca_sim_leave(CA_OP_##op, rc_);                          \
+  } while (0)
+
+static CUresult sim_device_props(int dev, ca_device_props_t *props) {
+  SIM_LOCKED_CALL(device_props, device_props_locked(dev, props));
+}
+static CUresult sim_mem_info(int dev, size_t *free_bytes, size_t *total_bytes) {
+  SIM_LOCKED_CALL(mem_info, mem_info_locked(dev, free_bytes, total_bytes));
+}
+static CUresult sim_reserve(int dev, size_t size, uintptr_t *va) {
+  SIM_LOCKED_CALL(reserve, ca_sim_reserve_locked(dev, size, va));
+}
+static CUresult sim_va_free(uintptr_t va, size_t size) {
+  SIM_LOCKED_CALL(va_free, ca_sim_va_free_locked(va, size));
+}
+static CUresult sim_create(int dev, size_t size, ca_phys_t *handle) {
+  SIM_LOCKED_CALL(create, ca_sim_create_locked(dev, size, handle));
+}
+static CUresult sim_release(ca_phys_t handle) {
+  SIM_LOCKED_CALL(release, ca_sim_release_locked(handle));
+}
+static CUresult sim_map(uintptr_t va, size_t size, ca_phys_t handle, size_t offset) {
+  SIM_LOCKED_CALL(map, ca_sim_map_locked(va, size, handle, offset));
+}
+static CUresult sim_unmap(uintptr_t va, size_t size) {
+  SIM_LOCKED_CALL(unmap, ca_sim_unmap_locked(va, size));
+}
+static CUresult sim_set_access(int dev, uintptr_t va, size_t size) {
+  SIM_LOCKED_CALL(set_access, ca_sim_set_access_locked(dev, va, size));
+}
+static CUresult sim_event_create(int dev, ca_event_t *event) {
+  SIM_LOCKED_CALL(event_create, ca_sim_event_create_locked(dev, event));
+}
+static CUresult sim_event_record(ca_event_t event, ca_stream_t stream) {
+  SIM_LOCKED_CALL(event_record, ca_sim_event_record_locked(event, stream));
+}
+static CUresult sim_event_query(ca_event_t event) {
+  SIM_LOCKED_CALL(event_query, ca_sim_event_query_locked(event));
+}
+static CUresult sim_event_sync(ca_event_t event) {
+  SIM_LOCKED_CALL(event_sync, ca_sim_event_sync_locked(event));
+}
+static CUresult sim_event_destroy(ca_event_t event) {
+  SIM_LOCKED_CALL(event_destroy, ca_sim_event_destroy_locked(event));
+}
+static CUresult sim_stream_sync(ca_stream_t stream) {
+  SIM_LOCKED_CALL(stream_sync, ca_sim_stream_sync_locked(stream));
+}
+static CUresult sim_device_sync(int dev) {
+  SIM_LOCKED_CALL(device_sync, ca_sim_device_sync_locked(dev));
+}
+static CUresult sim_is_capturing(ca_stream_t stream, int *capturing) {
+  SIM_LOCKED_CALL(is_capturing, ca_sim_is_capturing_locked(stream, capturing));
+}
+
+const ca_backend_t ca_backend_sim = {
+    .name = "sim",
+    .init = sim_init,
+    .abandon = sim_abandon,
+    .device_count = sim_device_count,
+    .get_device = sim_get_device,
+    .set_device = sim_set_device,
+    .device_props = sim_device_props,
+    .mem_info = sim_mem_info,
+    .reserve = sim_reserve,
+    .va_free = sim_va_free,
+    .create = sim_create,
+    .release = sim_release,
+    .map = sim_map,
+    .unmap = sim_unmap,
+    .set_access = sim_set_access,
+    .event_create = sim_event_create,
+    .event_record = sim_event_record,
+    .event_query = sim_event_query,
+    .event_sync = sim_event_sync,
+    .event_destroy = sim_event_destroy,
+    .stream_sync = sim_stream_sync,
+    .device_sync = sim_device_sync,
+    .is_capturing = sim_is_capturing,
+};

@@ -1,0 +1,129 @@
+/* Segregated-fit index of free blocks, after TLSF: a first level per power
+ * of two, CA_BINS_SL linear sub-bins within it, and a bitmap per level so
+ * that finding the first non-empty bin above a size costs two bit scans.
+ * Sizes are multiples of CA_MIN_BLOCK, so the linear first level covers
+ * CA_MIN_BLOCK steps up to CA_BINS_SL * CA_MIN_BLOCK. */
+#include "internal.h"
+
+#include <string.h>
+
+#define MIN_SHIFT 9 /* log2(CA_MIN_BLOCK) */
+#define LINEAR_SHIFT (MIN_SHIFT + CA_BINS_SL_LOG2)
+
+static int log2_floor(size_t x) { return 63 - __builtin_clzll((unsigned long long)x); }
+
+/* The bin that holds blocks of exactly this size. */
+static void bin_of(size_t size, int *fl, int *sl) {
+  if (size < ((size_t)1 << LINEAR_SHIFT)) {
+    *fl = 0;
+    *sl = (int)(size >> MIN_SHIFT);
+    return;
+  }
+  int f = log2_floor(size);
+  *sl = (int)(size >> (f - CA_BINS_SL_LOG2)) ^ CA_BINS_SL;
+  *fl = f - LINEAR_SHIFT + 1;
+  if (*fl >= CA_BINS_FL) { *fl = CA_BINS_FL - 1; *sl = CA_BINS_SL - 1; }
+}
+
+/* The smallest size a bin holds. */
+static size_t bin_floor(int fl, int sl) {
+  if (fl == 0) return (size_t)sl << MIN_SHIFT;
+  return (size_t)(CA_BINS_SL + sl) << (fl + LINEAR_SHIFT - 1 - CA_BINS_SL_LOG2);
+}
+
+void ca_bins_init(ca_bins_t *bins) { memset(bins, 0, sizeof *bins); }
+
+void ca_bins_insert(ca_bins_t *bins, ca_block_t *b) {
+  int fl, sl;
+  bin_of(b->size, &fl, &sl);
+  b->bin_prev = NULL;
+  b->bin_next = bins->heads[fl][sl];
+  if (b->bin_next) b->bin_next->bin_prev = b;
+  bins->heads[fl][sl] = b;
+  bins->fl_bitmap |= 1ull << fl;
+  bins->sl_bitmap[fl] |= 1u << sl;
+  bins->count++;
+  bins->bytes += b->size;
+  b->in_bins = 1;
+}
+
+void ca_bins_remove(ca_bins_t *bins, ca_block_t *b) {
+  int fl, sl;
+  bin_of(b->size, &fl, &sl);
+  if (b->bin_prev) b->bin_prev->bin_next = b->bin_next;
+  else bins->heads[fl][sl] = b->bin_next;
+  if (b->bin_next) b->bin_next->bin_prev = b->bin_prev;
+  if (!bins->heads[fl][sl]) {
+    bins->sl_bitmap[fl] &= ~(1u << sl);
+    if (!bins->sl_bitmap[fl]) bins->fl_bitmap &= ~(1ull << fl);
+  }
+  b->bin_prev = b->bin_next = NULL;
+  bins->count--;
+  bins->bytes -= b->size;
+  b->in_bins = 0;
+}
+
+/* The first non-empty bin at or after (fl, sl), or false. */
+static bool next_bin(const ca_bins_t *bins, int *fl, int *sl) {
+  uint32_t sl_map = *sl < CA_BINS_SL ? bins->sl_bitmap[*fl] & (~0u << *sl) : 0;
+  if (!sl_map) {
+    uint64_t fl_map = *fl + 1 < 64 ? bins->fl_bitmap & (~0ull << (*fl + 1)) : 0;
+    if (!fl_map) return false;
+    *fl = __builtin_ctzll(fl_map);
+    sl_map = bins->sl_bitmap[*fl];
+  }
+  *sl = __builtin_ctz(sl_map);
+  return true;
+}
+
+/* Within one bin sizes differ, so scan a few entries for the tightest fit. */
+static ca_block_t *best_in_bin(ca_block_t *head, size_t min_size, size_t max_size) {
+  ca_block_t *best = NULL;
+  int budget = 16;
+  for (ca_block_t *b = head; b && budget--; b = b->bin_next) {
+    if (b->size < min_size || b->size > max_size) continue;
+    if (!best || b->size < best->size) best = b;
+    if (b->size == min_size) break;
+  }
+  return best;
+}
+
+ca_block_t *ca_bins_find(const ca_bins_t *bins, size_t min_size, size_t max_size) {
+  if (!bins->count) return NULL;
+  int fl, sl;
+  bin_of(min_size, &fl, &sl);
+  /* The request's own bin may hold a closer fit than the next bin up. */
+  ca_block_t *b = best_in_bin(bins->heads[fl][sl], min_size, max_size);
+  if (b) return b;
+  sl++;
+  while (next_bin(bins, &fl, &sl)) {
+    b = best_in_bin(bins->heads[fl][sl], min_size, max_size);
+    if (b) return b;
+    if (bin_floor(fl, sl) > max_size) return NULL; /* bins only grow from here */
+    sl++;
+  }
+  return NULL;
+}
+
+ca_block_t *ca_bins_largest(const ca_bins_t *bins) {
+  if (!bins->fl_bitmap) return NULL;
+  int fl = log2_floor(bins->fl_bitmap);
+  int sl = 31 - __builtin_clz(bins->sl_bitmap[fl]);
+  ca_block_t *best = NULL;
+  for (ca_block_t *b = bins->heads[fl][sl]; b; b = b->bin_next)
+    if (!best || b->size > best->size) best = b;
+  return best;
+}
+
+void ca_bins_each(const ca_bins_t *bins, bool (*fn)(ca_block_t *, void *), void *arg) {
+  for (int fl = CA_BINS_FL - 1; fl >= 0; fl--) {
+    if (!(bins->fl_bitmap >> fl & 1)) continue;
+    for (int sl = CA_BINS_SL - 1; sl >= 0; sl--) {
+      ca_block_t *next;
+      for (ca_block_t *b = bins->heads[fl][sl]; b; b = next) {
+        next = b->bin_next;   /* fn may take b out of the bins */
+        if (!fn(b, arg)) return;
+      }
+    }
+  }
+}

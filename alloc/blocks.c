@@ -1,0 +1,79 @@
+/* Block structs (host memory, recycled per device), splitting, merging and
+ * the size policy: rounding and which pool a request belongs to. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+ca_block_t *ca_block_new(ca_device_t *d) {
+  ca_block_t *b = d->spare_blocks;
+  if (b) d->spare_blocks = b->next;
+  else if (!(b = malloc(sizeof *b))) return NULL;
+  memset(b, 0, sizeof *b);
+  return b;
+}
+
+bool ca_block_reserve(ca_device_t *d, int n) {
+  int have = 0;
+  for (ca_block_t *b = d->spare_blocks; b && have < n; b = b->next) have++;
+  for (; have < n; have++) {
+    ca_block_t *b = malloc(sizeof *b);
+    if (!b) return false;
+    b->next = d->spare_blocks;
+    d->spare_blocks = b;
+  }
+  return true;
+}
+
+void ca_block_delete(ca_device_t *d, ca_block_t *b) {
+  b->next = d->spare_blocks;
+  d->spare_blocks = b;
+}
+
+ca_block_t *ca_block_split(ca_device_t *d, ca_block_t *b, size_t offset) {
+  ca_block_t *rest = ca_block_new(d);
+  if (!rest) return NULL;
+  rest->addr = b->addr + offset;
+  rest->size = b->size - offset;
+  rest->seg = b->seg;
+  rest->state = b->state;
+  rest->kind = b->kind;
+  rest->queue = b->queue;
+  rest->free_tick = b->free_tick;
+  rest->prev = b;
+  rest->next = b->next;
+  if (b->next) b->next->prev = rest;
+  b->next = rest;
+  b->size = offset;
+  return rest;
+}
+
+void ca_block_absorb_next(ca_device_t *d, ca_block_t *b) {
+  ca_block_t *n = b->next;
+  b->size += n->size;
+  b->next = n->next;
+  if (n->next) n->next->prev = b;
+  ca_block_delete(d, n);
+}
+
+/* PyTorch's roundup_power2_divisions: a size between two powers of two is
+ * rounded up to one of `div` equal steps, so that variable sizes reuse each
+ * other's blocks. */
+static size_t round_power2_division(size_t size, unsigned div) {
+  size_t floor = (size_t)1 << (63 - __builtin_clzll(size));
+  if (floor == size) return size;
+  size_t step = floor / div;
+  if (step <= CA_MIN_BLOCK) return size;
+  return (size + step - 1) & ~(step - 1);
+}
+
+size_t ca_round_size(size_t size) {
+  if (size < CA_MIN_BLOCK) return CA_MIN_BLOCK;
+  if (ca_config.roundup_power2_divisions > 1)
+    size = round_power2_division(size, ca_config.roundup_power2_divisions);
+  return (size + CA_MIN_BLOCK - 1) & ~(size_t)(CA_MIN_BLOCK - 1);
+}
+
+ca_pool_t *ca_pool_for(ca_device_t *d, size_t rounded) {
+  return &d->pools[rounded <= CA_SMALL_REQUEST ? 0 : 1];
+}

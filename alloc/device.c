@@ -1,0 +1,178 @@
+/* Devices: their set-up (one virtual reservation carved into the pools'
+ * regions), their locks, and finding the device that owns a pointer. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+ca_state_t ca_state;
+ca_debug_t ca_debug;
+
+static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The cap on reserved memory: the device, memory_cap_mb, memory_fraction. */
+static size_t device_limit(size_t total) {
+  size_t limit = total;
+  if (ca_config.memory_cap && ca_config.memory_cap < limit) limit = (size_t)ca_config.memory_cap;
+  if (ca_config.memory_fraction > 0 && (size_t)(ca_config.memory_fraction * (double)total) < limit)
+    limit = (size_t)(ca_config.memory_fraction * (double)total);
+  return limit;
+}
+
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+
+/* One reservation for both regions. The large region gets several times
+ * the device's memory so that free holes cost addresses, never memory;
+ * the request shrinks if the driver refuses that much. */
+static CUresult reserve_regions(ca_device_t *d) {
+  size_t small = round_up(d->props.total_bytes, d->page);
+  for (size_t mult = 4; mult >= 1; mult /= 2) {
+    size_t large = small * mult;
+    uintptr_t va;
+    CUresult rc = CA_CALL(d, backend_reserve, ca_state.be->reserve(d->ordinal, small + large, &va));
+    if (rc == CUDA_SUCCESS) {
+      d->va_base = va;
+      d->va_size = small + large;
+      return CUDA_SUCCESS;
+    }
+    if (mult == 1) return rc;
+  }
+  return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult setup_expandable(ca_device_t *d) {
+  CUresult rc = reserve_regions(d);
+  if (rc) return rc;
+  size_t small = round_up(d->props.total_bytes, d->page);
+  d->page_cache_cap = d->va_size / d->page;
+  d->page_cache = calloc(d->page_cache_cap, sizeof *d->page_cache);
+  if (!d->page_cache) return CUDA_ERROR_OUT_OF_MEMORY;
+  for (int p = 0; p < 2; p++) {
+    ca_segment_t *seg = calloc(1, sizeof *seg);
+    if (!seg) return CUDA_ERROR_OUT_OF_MEMORY;
+    d->pools[p].segments = seg;
+    d->pools[p].nsegments = 1;
+    uintptr_t base = p == 0 ? d->va_base : d->va_base + small;
+    rc = ca_region_init(seg, &d->pools[p], base, p == 0 ? small : d->va_size - small);
+    if (rc) return rc;
+    ca_stat_add(&d->stats.num_segments, 1);
+  }
+  return CUDA_SUCCESS;
+}
+
+static CUresult device_setup(ca_device_t *d) {
+  CUresult rc = ca_state.be->device_props(d->ordinal, &d->props);
+  if (rc) return rc;
+  d->page = d->props.granularity;
+  d->limit = device_limit(d->props.total_bytes);
+  for (int p = 0; p < 2; p++) {
+    d->pools[p].dev = d;
+    d->pools[p].small = p == 0;
+    ca_bins_init(&d->pools[p].bins);
+    ca_bins_init(&d->pools[p].holes);
+  }
+  rc = ca_config.expandable_segments ? setup_expandable(d) : CUDA_SUCCESS;
+  if (rc) {
+    ca_device_teardown(d, true);
+    return rc;
+  }
+  __atomic_store_n(&d->ready, true, __ATOMIC_RELEASE);
+  return CUDA_SUCCESS;
+}
+
+CUresult ca_device_get(int ordinal, ca_device_t **out) {
+  if (ordinal < 0 || ordinal >= ca_state.ndevices) return CUDA_ERROR_INVALID_DEVICE;
+  ca_device_t *d = __atomic_load_n(&ca_state.devices[ordinal], __ATOMIC_ACQUIRE);
+  if (!d) {
+    pthread_mutex_lock(&devices_lock);
+    d = ca_state.devices[ordinal];
+    if (!d && (d = calloc(1, sizeof *d))) {
+      pthread_mutex_init(&d->lock, NULL);
+      d->ordinal = ordinal;
+      __atomic_store_n(&ca_state.devices[ordinal], d, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&devices_lock);
+    if (!d) return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  CUresult rc = CUDA_SUCCESS;
+  if (!__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) {
+    pthread_mutex_lock(&d->lock);
+    if (!d->ready) rc = device_setup(d);
+    pthread_mutex_unlock(&d->lock);
+  }
+  *out = d;
+  return rc;
+}
+
+CUresult ca_current_device(ca_device_t **out) {
+  int ordinal;
+  CUresult rc = ca_state.be->get_device(&ordinal);
+  return rc ? rc : ca_device_get(ordinal, out);
+}
+
+static bool holds(ca_device_t *d, uintptr_t p) {
+  if (!d->ready) return false;
+  if (ca_config.expandable_segments) return p >= d->va_base && p < d->va_base + d->va_size;
+  return ca_segment_of(d, p) != NULL;
+}
+
+ca_device_t *ca_device_lock_owner(uintptr_t p) {
+  for (int i = 0; i < ca_state.ndevices; i++) {
+    ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
+    if (!d || !__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) continue;
+    /* The reservation never moves while the device is ready, so the
+     * expandable range can be tested before taking the lock. */
+    if (ca_config.expandable_segments && (p < d->va_base || p >= d->va_base + d->va_size)) continue;
+    pthread_mutex_lock(&d->lock);
+    if (holds(d, p)) return d;
+    pthread_mutex_unlock(&d->lock);
+  }
+  return NULL;
+}
+
+static void free_page_cache(ca_device_t *d, bool call_backend) {
+  for (size_t i = 0; call_backend && i < d->page_cache_count; i++) ca_state.be->release(d->page_cache[i]);
+  free(d->page_cache);
+  d->page_cache = NULL;
+  d->page_cache_count = d->page_cache_cap = 0;
+}
+
+/* Forgets every block and segment of d; with call_backend, gives the
+ * device memory back first. Statistics of live memory restart from zero. */
+void ca_device_teardown(ca_device_t *d, bool call_backend) {
+  __atomic_store_n(&d->ready, false, __ATOMIC_RELEASE);
+  ca_fences_teardown(d, call_backend);
+  for (int p = 0; p < 2; p++) {
+    ca_pool_t *pool = &d->pools[p];
+    ca_segment_t *next;
+    for (ca_segment_t *seg = pool->segments; seg; seg = next) {
+      next = seg->next;
+      if (seg->handles) ca_region_teardown(d, seg, call_backend);
+      ca_segment_teardown(d, seg, call_backend);
+    }
+    pool->segments = NULL;
+    pool->nsegments = 0;
+    ca_bins_init(&pool->bins);
+    ca_bins_init(&pool->holes);
+  }
+  free_page_cache(d, call_backend);
+  if (call_backend && d->va_size) CA_CALL(d, backend_va_free, ca_state.be->va_free(d->va_base, d->va_size));
+  d->va_base = 0;
+  d->va_size = 0;
+  ca_ptrmap_free(&d->live);
+  while (d->spare_blocks) {
+    ca_block_t *b = d->spare_blocks;
+    d->spare_blocks = b->next;
+    free(b);
+  }
+  memset(&d->epoch, 0, sizeof d->epoch);
+  memset(&d->held, 0, sizeof d->held);
+  d->nnonblocking = 0;
+  d->nonblocking_overflow = false;
+  cudalloc_stat_t *zero[] = {&d->stats.allocated_bytes, &d->stats.requested_bytes, &d->stats.reserved_bytes,
+                             &d->stats.mapped_bytes, &d->stats.active_bytes, &d->stats.cached_bytes,
+                             &d->stats.num_live_blocks, &d->stats.num_segments};
+  for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++) zero[i]->current = 0;
+}

@@ -1,0 +1,321 @@
+/* Streams, queues, events and epochs: when may freed memory be reused?
+ *
+ * A block freed on stream S joins S's queue: S may reuse it at once, every
+ * other stream only after an event recorded on S has completed. A block
+ * freed with cudaFree's promise joins the device's epoch queue, whose
+ * events go on the legacy default stream (which orders every blocking
+ * stream) and on each non-blocking stream the program created.
+ *
+ * Events are recorded lazily ("sealing"), when the allocator looks for
+ * memory it does not have, so a free costs no driver call. Each queue's
+ * fences complete in the order they were sealed, so polling stops at the
+ * first incomplete one, and one slow stream never holds up another. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+ca_stream_t ca_stream_normal(ca_stream_t s) { return s ? s : CA_STREAM_LEGACY; }
+
+static bool reusable(const ca_queue_t *q) { return q->stream && !q->dead; }
+
+static ca_bins_t *queue_bins(ca_queue_t *q, const ca_block_t *b) {
+  return &q->bins[b->seg->pool->small ? 0 : 1];
+}
+
+ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool create) {
+  stream = ca_stream_normal(stream);
+  ca_queue_t *q = d->last_queue;
+  if (q && q->stream == stream && !q->dead) return q;
+  for (q = d->queues; q; q = q->next)
+    if (q->stream == stream && !q->dead) return d->last_queue = q;
+  if (!create || !(q = calloc(1, sizeof *q))) return NULL;
+  q->stream = stream;
+  q->next = d->queues;
+  d->queues = q;
+  return d->last_queue = q;
+}
+
+// ----------------------------------------------------------------------------
+// Blocks in queues
+// ----------------------------------------------------------------------------
+
+static void fence_link(ca_fence_t *f, ca_block_t *b) {
+  b->fence = f;
+  b->fence_prev = NULL;
+  b->fence_next = f->blocks;
+  if (f->blocks) f->blocks->fence_prev = b;
+  f->blocks = b;
+}
+
+static void fence_unlink(ca_block_t *b) {
+  ca_fence_t *f = b->fence;
+  if (b->fence_prev) b->fence_prev->fence_next = b->fence_next;
+  else f->blocks = b->fence_next;
+  if (b->fence_next) b->fence_next->fence_prev = b->fence_prev;
+  b->fence_prev = b->fence_next = NULL;
+  b->fence = NULL;
+}
+
+void ca_queue_add_to_fence(ca_device_t *d, ca_queue_t *q, ca_fence_t *f, ca_block_t *b) {
+  (void)d;
+  b->state = CA_PENDING;
+  b->queue = q;
+  fence_link(f, b);
+  if (reusable(q)) ca_bins_insert(queue_bins(q, b), b);
+}
+
+void ca_queue_remove(ca_device_t *d, ca_block_t *b) {
+  (void)d;
+  if (b->in_bins) ca_bins_remove(queue_bins(b->queue, b), b);
+  fence_unlink(b);
+}
+
+void ca_queue_add(ca_device_t *d, ca_queue_t *q, ca_block_t *b) {
+  ca_block_t *p = b->prev, *n = b->next;
+  /* Neighbours pending in the same queue merge into the open batch, the
+   * latest of all fences, so that no part is released early. */
+  if (p && p->state == CA_PENDING && p->queue == q) {
+    ca_queue_remove(d, p);
+    ca_block_absorb_next(d, p);
+    b = p;
+  }
+  if (n && n->state == CA_PENDING && n->queue == q) {
+    ca_queue_remove(d, n);
+    ca_block_absorb_next(d, b);
+  }
+  ca_queue_add_to_fence(d, q, &q->open, b);
+}
+
+ca_block_t *ca_queue_find_any(ca_device_t *d, ca_pool_t *pool, size_t size, size_t max, ca_queue_t **out) {
+  for (ca_queue_t *q = d->queues; q; q = q->next) {
+    ca_block_t *b = reusable(q) ? ca_bins_find(&q->bins[pool->small ? 0 : 1], size, max) : NULL;
+    if (b) {
+      *out = q;
+      return b;
+    }
+  }
+  return NULL;
+}
+
+// ----------------------------------------------------------------------------
+// Events
+// ----------------------------------------------------------------------------
+
+static CUresult event_get(ca_device_t *d, ca_event_t *e) {
+  if (d->event_pool_count) {
+    *e = d->event_pool[--d->event_pool_count];
+    return CUDA_SUCCESS;
+  }
+  return ca_state.be->event_create(d->ordinal, e);
+}
+
+static void event_put(ca_device_t *d, ca_event_t e) {
+  if (d->event_pool_count == d->event_pool_cap) {
+    size_t cap = d->event_pool_cap ? d->event_pool_cap * 2 : 16;
+    ca_event_t *pool = realloc(d->event_pool, cap * sizeof *pool);
+    if (!pool) {
+      ca_state.be->event_destroy(e);
+      return;
+    }
+    d->event_pool = pool;
+    d->event_pool_cap = cap;
+  }
+  d->event_pool[d->event_pool_count++] = e;
+}
+
+static CUresult record(ca_device_t *d, ca_fence_t *f, ca_stream_t stream) {
+  ca_event_t e;
+  CUresult rc = event_get(d, &e);
+  if (rc) return rc;
+  rc = CA_CALL(d, backend_event_record, ca_state.be->event_record(e, stream));
+  if (rc) {
+    event_put(d, e);
+    return rc;
+  }
+  f->events[f->nevents++] = e;
+  return CUDA_SUCCESS;
+}
+
+static void fence_drop_events(ca_device_t *d, ca_fence_t *f) {
+  while (f->nevents) event_put(d, f->events[--f->nevents]);
+}
+
+// ----------------------------------------------------------------------------
+// Sealing, polling, waiting
+// ----------------------------------------------------------------------------
+
+static void seal(ca_device_t *d, ca_queue_t *q) {
+  if (!q->open.blocks) return;
+  ca_fence_t *f = calloc(1, sizeof *f);
+  if (!f) return;
+  CUresult rc;
+  if (q->stream) {
+    rc = record(d, f, q->stream);
+  } else if (d->nonblocking_overflow) {
+    /* More non-blocking streams than a fence holds: wait as cudaFree does. */
+    rc = CA_CALL(d, backend_sync, ca_state.be->device_sync(d->ordinal));
+  } else {
+    rc = record(d, f, CA_STREAM_LEGACY);
+    for (int i = 0; !rc && i < d->nnonblocking; i++) rc = record(d, f, d->nonblocking[i]);
+  }
+  if (rc) {   /* try again at the next seal; the blocks stay unreleased */
+    fence_drop_events(d, f);
+    free(f);
+    return;
+  }
+  f->seq = ++d->fence_seq;
+  while (q->open.blocks) {
+    ca_block_t *b = q->open.blocks;
+    fence_unlink(b);
+    fence_link(f, b);
+  }
+  if (q->tail) q->tail->next = f;
+  else q->head = f;
+  q->tail = f;
+}
+
+void ca_fences_seal(ca_device_t *d) {
+  if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) return;
+  for (ca_queue_t *q = d->queues; q; q = q->next) seal(d, q);
+  seal(d, &d->epoch);
+}
+
+/* Queries the fence's remaining events, dropping the completed ones. */
+static bool fence_done(ca_device_t *d, ca_fence_t *f) {
+  if (ca_debug.skip_fences) return true;
+  while (f->nevents) {
+    ca_event_t e = f->events[f->nevents - 1];
+    if (CA_CALL(d, backend_event_query, ca_state.be->event_query(e))) return false;
+    event_put(d, e);
+    f->nevents--;
+  }
+  return true;
+}
+
+static size_t release_fence(ca_device_t *d, ca_queue_t *q, ca_fence_t *f) {
+  size_t bytes = 0;
+  q->head = f->next;
+  if (!q->head) q->tail = NULL;
+  while (f->blocks) {
+    ca_block_t *b = f->blocks;
+    ca_queue_remove(d, b);
+    bytes += b->size;
+    ca_pool_release(d, b);
+  }
+  ca_stat_add(&d->stats.active_bytes, -(int64_t)bytes);
+  fence_drop_events(d, f);
+  free(f);
+  return bytes;
+}
+
+static size_t poll_queue(ca_device_t *d, ca_queue_t *q) {
+  size_t bytes = 0;
+  while (q->head && fence_done(d, q->head)) bytes += release_fence(d, q, q->head);
+  /* With fences skipped (a test's broken policy) even open batches go. */
+  if (ca_debug.skip_fences && q->open.blocks) {
+    ca_fence_t *f = calloc(1, sizeof *f);
+    if (f) {
+      while (q->open.blocks) {
+        ca_block_t *b = q->open.blocks;
+        fence_unlink(b);
+        fence_link(f, b);
+      }
+      f->next = q->head;
+      q->head = f;
+      if (!q->tail) q->tail = f;
+      bytes += release_fence(d, q, f);
+    }
+  }
+  return bytes;
+}
+
+/* Destroyed streams' queues go once nothing waits in them. */
+static void collect_dead(ca_device_t *d) {
+  for (ca_queue_t **pq = &d->queues; *pq;) {
+    ca_queue_t *q = *pq;
+    if (q->dead && !q->head && !q->open.blocks) {
+      *pq = q->next;
+      if (d->last_queue == q) d->last_queue = NULL;
+      free(q);
+    } else {
+      pq = &q->next;
+    }
+  }
+}
+
+size_t ca_fences_poll(ca_device_t *d) {
+  size_t bytes = poll_queue(d, &d->epoch);
+  for (ca_queue_t *q = d->queues; q; q = q->next) bytes += poll_queue(d, q);
+  collect_dead(d);
+  return bytes;
+}
+
+bool ca_fences_wait_one(ca_device_t *d) {
+  if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) return false;
+  ca_fences_seal(d);
+  ca_queue_t *oldest = d->epoch.head ? &d->epoch : NULL;
+  for (ca_queue_t *q = d->queues; q; q = q->next)
+    if (q->head && (!oldest || q->head->seq < oldest->head->seq)) oldest = q;
+  if (!oldest) return false;
+  ca_fence_t *f = oldest->head;
+  for (int i = 0; i < f->nevents; i++) {
+    CA_CALL(d, backend_sync, ca_state.be->event_sync(f->events[i]));
+  }
+  ca_stat_add(&d->stats.num_waits, 1);
+  ca_fences_poll(d);
+  return true;
+}
+
+// ----------------------------------------------------------------------------
+// Streams coming and going
+// ----------------------------------------------------------------------------
+
+void ca_queue_stream_gone(ca_device_t *d, ca_stream_t stream) {
+  ca_queue_t *q = ca_queue_find(d, stream, false);
+  for (int i = 0; i < d->nnonblocking; i++)
+    if (d->nonblocking[i] == stream) d->nonblocking[i--] = d->nonblocking[--d->nnonblocking];
+  if (!q) return;
+  /* Its blocks wait for the stream's last work, then free as usual; they
+   * must leave the bins, as a new stream may reuse the handle's value. */
+  seal(d, q);
+  while (q->open.blocks) {   /* no event could be recorded: wait like cudaFree */
+    ca_block_t *b = q->open.blocks;
+    ca_queue_remove(d, b);
+    ca_queue_add(d, &d->epoch, b);
+  }
+  for (ca_fence_t *f = q->head; f; f = f->next)
+    for (ca_block_t *b = f->blocks; b; b = b->fence_next)
+      if (b->in_bins) ca_bins_remove(queue_bins(q, b), b);
+  q->dead = true;
+  if (d->last_queue == q) d->last_queue = NULL;
+}
+
+static void teardown_queue(ca_device_t *d, ca_queue_t *q, bool call_backend) {
+  ca_fence_t *next;
+  for (ca_fence_t *f = q->head; f; f = next) {
+    next = f->next;
+    if (call_backend) fence_drop_events(d, f);
+    free(f);
+  }
+  q->head = q->tail = NULL;
+}
+
+void ca_fences_teardown(ca_device_t *d, bool call_backend) {
+  ca_queue_t *next;
+  for (ca_queue_t *q = d->queues; q; q = next) {
+    next = q->next;
+    teardown_queue(d, q, call_backend);
+    free(q);
+  }
+  d->queues = d->last_queue = NULL;
+  teardown_queue(d, &d->epoch, call_backend);
+  teardown_queue(d, &d->held, call_backend);
+  if (call_backend)
+    for (size_t i = 0; i < d->event_pool_count; i++) ca_state.be->event_destroy(d->event_pool[i]);
+  free(d->event_pool);
+  d->event_pool = NULL;
+  d->event_pool_count = d->event_pool_cap = 0;
+}

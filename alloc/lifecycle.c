@@ -1,0 +1,154 @@
+/* Start, shutdown, fork, exit, device reset, and the events that change
+ * what the allocator must fence: streams and graph captures. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_sim.h"
+#include "core.h"
+#include "log.h"
+
+enum { INIT_NONE, INIT_OK, INIT_FAILED };
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static int init_state;
+static CUresult init_result;
+
+bool ca_ready(void) { return __atomic_load_n(&init_state, __ATOMIC_ACQUIRE) == INIT_OK; }
+
+static CUresult start(const char *conf) {
+  ca_config_load(conf);
+  const ca_backend_t *be = ca_backend_selected();
+  CUresult rc = be->init();
+  int n = 0;
+  if (!rc) rc = be->device_count(&n);
+  if (!rc && n <= 0) rc = CUDA_ERROR_NO_DEVICE;
+  if (rc) return rc;
+  ca_state.ndevices = n > CA_MAX_DEVICES ? CA_MAX_DEVICES : n;
+  ca_state.be = be;
+  return CUDA_SUCCESS;
+}
+
+CUresult ca_init(const char *conf) {
+  int state = __atomic_load_n(&init_state, __ATOMIC_ACQUIRE);
+  if (state != INIT_NONE) return state == INIT_OK ? CUDA_SUCCESS : init_result;
+  pthread_mutex_lock(&init_lock);
+  if (init_state == INIT_NONE) {
+    init_result = start(conf);
+    __atomic_store_n(&init_state, init_result ? INIT_FAILED : INIT_OK, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&init_lock);
+  return init_result;
+}
+
+const ca_backend_t *ca_backend(void) { return ca_ready() ? ca_state.be : NULL; }
+
+/* Forgets every device; with call_backend, gives their memory back. */
+static void drop_devices(bool call_backend) {
+  for (int i = 0; i < CA_MAX_DEVICES; i++) {
+    ca_device_t *d = ca_state.devices[i];
+    if (!d) continue;
+    if (call_backend) {
+      ca_device_teardown(d, true);
+      pthread_mutex_destroy(&d->lock);
+      free(d);
+    }
+    ca_state.devices[i] = NULL;
+  }
+}
+
+void cudalloc_shutdown(void) {
+  pthread_mutex_lock(&init_lock);
+  if (init_state == INIT_OK) {
+    drop_devices(true);
+    if (ca_state.be == &ca_backend_sim) ca_sim_shutdown();
+  }
+  memset(&ca_state, 0, sizeof ca_state);
+  memset(&ca_debug, 0, sizeof ca_debug);
+  __atomic_store_n(&init_state, INIT_NONE, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&init_lock);
+}
+
+static ca_state_t abandoned;   /* a fork child's view of its parent's state */
+
+void ca_fork_child(void) {
+  /* Another thread may have held a lock at fork(): touch none of them.
+   * The parent's device state is not ours to use: keep it reachable (so
+   * that it is not reported as a leak) but never touch it again. */
+  abandoned = ca_state;
+  if (ca_state.be) ca_state.be->abandon();
+  drop_devices(false);
+  memset(&ca_state, 0, sizeof ca_state);
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  init_lock = fresh;
+  __atomic_store_n(&init_state, INIT_NONE, __ATOMIC_RELEASE);
+}
+
+void ca_exit(void) {
+  if (!ca_ready() || __atomic_load_n(&ca_state.exited, __ATOMIC_ACQUIRE)) return;
+  if (!ca_config.quiet) ca_report_summary(stderr);
+  ca_report_write_files();
+  /* From here on the driver may be gone: no further device call. */
+  __atomic_store_n(&ca_state.exited, true, __ATOMIC_RELEASE);
+}
+
+CUresult ca_device_reset(int dev) {
+  if (!ca_ready()) return CUDA_SUCCESS;
+  if (dev < 0 || dev >= ca_state.ndevices) return CUDA_ERROR_INVALID_DEVICE;
+  ca_device_t *d = __atomic_load_n(&ca_state.devices[dev], __ATOMIC_ACQUIRE);
+  if (!d) return CUDA_SUCCESS;
+  pthread_mutex_lock(&d->lock);
+  if (d->ready) ca_device_teardown(d, true);
+  pthread_mutex_unlock(&d->lock);
+  return CUDA_SUCCESS;
+}
+
+// ----------------------------------------------------------------------------
+// Streams and captures
+// ----------------------------------------------------------------------------
+
+void ca_stream_created(ca_stream_t stream, bool nonblocking) {
+  ca_device_t *d;
+  if (!nonblocking || ca_init(NULL) || ca_current_device(&d)) return;
+  pthread_mutex_lock(&d->lock);
+  if (d->nnonblocking < CA_MAX_FENCE_EVENTS - 1) d->nonblocking[d->nnonblocking++] = stream;
+  else if (!d->nonblocking_overflow) {
+    d->nonblocking_overflow = true;
+    ca_log("more than %d non-blocking streams: cudaFree's fence now synchronizes the device",
+           CA_MAX_FENCE_EVENTS - 1);
+  }
+  pthread_mutex_unlock(&d->lock);
+}
+
+void ca_stream_destroyed(ca_stream_t stream) {
+  if (!ca_ready()) return;
+  for (int i = 0; i < ca_state.ndevices; i++) {
+    ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
+    if (!d) continue;
+    pthread_mutex_lock(&d->lock);
+    if (d->ready) ca_queue_stream_gone(d, ca_stream_normal(stream));
+    pthread_mutex_unlock(&d->lock);
+  }
+}
+
+void ca_capture_begin(void) { __atomic_add_fetch(&ca_state.captures, 1, __ATOMIC_ACQ_REL); }
+
+void ca_capture_end(void) {
+  int n = __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE);
+  do {   /* an end without a begin we saw leaves the count at zero */
+    if (n <= 0) return;
+  } while (!__atomic_compare_exchange_n(&ca_state.captures, &n, n - 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+  if (n > 1 || !ca_ready()) return;
+  /* Frees held during the capture now wait like cudaFree's. */
+  for (int i = 0; i < ca_state.ndevices; i++) {
+    ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
+    if (!d) continue;
+    pthread_mutex_lock(&d->lock);
+    while (d->held.open.blocks) {
+      ca_block_t *b = d->held.open.blocks;
+      ca_queue_remove(d, b);
+      ca_queue_add(d, &d->epoch, b);
+    }
+    pthread_mutex_unlock(&d->lock);
+  }
+}

@@ -1,0 +1,206 @@
+/* Physical pages of expandable segments.
+ *
+ * Each page of a region is backed by its own physical handle, so that a
+ * page can be unmapped from a free hole and mapped again wherever memory is
+ * needed, without creating anything: creating a handle costs ~100 times a
+ * map. Unmapped handles wait in the device's page cache. Pages are mapped
+ * one handle at a time but access is granted once per contiguous run. */
+#include "internal.h"
+
+#include <stdlib.h>
+
+#include "log.h"
+
+static size_t page_index(const ca_segment_t *seg, uintptr_t addr) {
+  return (addr - seg->base) / seg->pool->dev->page;
+}
+
+bool ca_page_mapped(const ca_segment_t *seg, size_t i) {
+  return seg->mapped[i / 64] >> (i % 64) & 1;
+}
+
+static void set_mapped(ca_segment_t *seg, size_t i, bool on) {
+  if (on) seg->mapped[i / 64] |= 1ull << (i % 64);
+  else seg->mapped[i / 64] &= ~(1ull << (i % 64));
+  seg->mapped_pages += on ? 1 : (size_t)-1;
+}
+
+CUresult ca_region_init(ca_segment_t *seg, ca_pool_t *pool, uintptr_t base, size_t size) {
+  ca_device_t *d = pool->dev;
+  seg->pool = pool;
+  seg->base = base;
+  seg->size = size;
+  seg->npages = size / d->page;
+  seg->handles = calloc(seg->npages, sizeof *seg->handles);
+  seg->mapped = calloc((seg->npages + 63) / 64, sizeof *seg->mapped);
+  ca_block_t *hole = ca_block_new(d);
+  if (!seg->handles || !seg->mapped || !hole) return CUDA_ERROR_OUT_OF_MEMORY;
+  hole->addr = base;
+  hole->size = size;
+  hole->seg = seg;
+  hole->state = CA_FREE;
+  hole->kind = CA_HOLE;
+  seg->first = hole;
+  ca_bins_insert(&pool->holes, hole);
+  return CUDA_SUCCESS;
+}
+
+/* Unmaps the mapped runs of pages [from, to) with one call per run. */
+static CUresult unmap_runs(ca_device_t *d, ca_segment_t *seg, size_t from, size_t to) {
+  CUresult worst = CUDA_SUCCESS;
+  for (size_t i = from; i < to;) {
+    if (!ca_page_mapped(seg, i)) { i++; continue; }
+    size_t j = i;
+    while (j < to && ca_page_mapped(seg, j)) j++;
+    CUresult rc = CA_CALL(d, backend_unmap, ca_state.be->unmap(seg->base + i * d->page, (j - i) * d->page));
+    if (rc) { worst = rc; i = j; continue; }
+    for (size_t k = i; k < j; k++) {
+      set_mapped(seg, k, false);
+      d->page_cache[d->page_cache_count++] = seg->handles[k];
+    }
+    ca_stat_add(&d->stats.mapped_bytes, -(int64_t)((j - i) * d->page));
+    i = j;
+  }
+  return worst;
+}
+
+static void release_cache(ca_device_t *d, size_t keep) {
+  while (d->page_cache_count > keep) {
+    ca_phys_t h = d->page_cache[d->page_cache_count - 1];
+    if (CA_CALL(d, backend_release, ca_state.be->release(h))) break;
+    d->page_cache_count--;
+    ca_stat_add(&d->stats.reserved_bytes, -(int64_t)d->page);
+  }
+}
+
+void ca_region_teardown(ca_device_t *d, ca_segment_t *seg, bool call_backend) {
+  if (call_backend && seg->mapped) unmap_runs(d, seg, 0, seg->npages);
+  ca_block_t *next;
+  for (ca_block_t *b = seg->first; b; b = next) {
+    next = b->next;
+    free(b);
+  }
+  seg->first = NULL;
+  free(seg->handles);
+  free(seg->mapped);
+  seg->handles = NULL;
+  seg->mapped = NULL;
+}
+
+/* One new handle, within the device's limit. */
+static CUresult create_page(ca_device_t *d, ca_phys_t *h) {
+  if ((size_t)d->stats.reserved_bytes.current + d->page > d->limit) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult rc = CA_CALL(d, backend_create, ca_state.be->create(d->ordinal, d->page, h));
+  if (rc == CUDA_SUCCESS) ca_stat_add(&d->stats.reserved_bytes, (int64_t)d->page);
+  return rc;
+}
+
+/* Fills the page cache up to n handles: stolen pages first, new ones last. */
+static CUresult gather_pages(ca_device_t *d, size_t n) {
+  if (d->page_cache_count < n) {
+    size_t moved = ca_steal_pages(d, (n - d->page_cache_count) * d->page);
+    ca_stat_add(&d->stats.num_page_moves, (int64_t)(moved / d->page));
+  }
+  while (d->page_cache_count < n) {
+    ca_phys_t h;
+    CUresult rc = create_page(d, &h);
+    if (rc) return rc;
+    d->page_cache[d->page_cache_count++] = h;
+  }
+  return CUDA_SUCCESS;
+}
+
+/* After a failure, pages [first, first+done) are mapped but may lack
+ * access. Leaves them either accessible (returns done) or unmapped
+ * (returns 0), retrying because a transient driver error can hit the undo
+ * itself. */
+static size_t settle(ca_device_t *d, ca_segment_t *seg, size_t first, size_t done) {
+  uintptr_t addr = seg->base + first * d->page;
+  for (int attempt = 0; done && attempt < 8; attempt++) {
+    if (CA_CALL(d, backend_set_access, ca_state.be->set_access(d->ordinal, addr, done * d->page)) == CUDA_SUCCESS)
+      return done;
+    if (unmap_runs(d, seg, first, first + done) == CUDA_SUCCESS) return 0;
+  }
+  if (done) ca_log("cannot settle %zu pages at %#lx: the driver keeps failing", done, (unsigned long)addr);
+  return done;
+}
+
+CUresult ca_map_range(ca_device_t *d, ca_segment_t *seg, uintptr_t addr, size_t size, size_t *mapped) {
+  size_t first = page_index(seg, addr), n = size / d->page;
+  *mapped = 0;
+  CUresult rc = gather_pages(d, n);
+  if (rc) return rc;
+  size_t done = 0;
+  for (; done < n; done++) {
+    ca_phys_t h = d->page_cache[d->page_cache_count - 1];
+    rc = CA_CALL(d, backend_map, ca_state.be->map(addr + done * d->page, d->page, h, 0));
+    if (rc) break;
+    d->page_cache_count--;
+    seg->handles[first + done] = h;
+    set_mapped(seg, first + done, true);
+  }
+  ca_stat_add(&d->stats.mapped_bytes, (int64_t)(done * d->page));
+  if (!rc) rc = CA_CALL(d, backend_set_access, ca_state.be->set_access(d->ordinal, addr, size));
+  *mapped = (rc ? settle(d, seg, first, done) : n) * d->page;
+  return rc;
+}
+
+// ----------------------------------------------------------------------------
+// Moving pages out of free blocks
+// ----------------------------------------------------------------------------
+
+typedef struct steal_s {
+  ca_device_t *d;
+  size_t want, got;
+} steal_t;
+
+/* Takes whole pages from the top of free mapped block b: b keeps its head,
+ * the pages become a hole, and any tail past the last whole page stays. */
+static bool steal_from(ca_block_t *b, void *arg) {
+  steal_t *s = arg;
+  ca_device_t *d = s->d;
+  size_t pg = d->page;
+  uintptr_t lo = (b->addr + pg - 1) & ~(uintptr_t)(pg - 1);
+  uintptr_t hi = (b->addr + b->size) & ~(uintptr_t)(pg - 1);
+  if (hi <= lo) return true;
+  if (!ca_block_reserve(d, 2)) return false;   /* the splits below cannot fail */
+  size_t take = (hi - lo) / pg, need = (s->want - s->got + pg - 1) / pg;
+  if (take > need) take = need;
+  uintptr_t cut = hi - take * pg;
+  ca_segment_t *seg = b->seg;
+  ca_pool_t *pool = seg->pool;
+  size_t before = d->page_cache_count;
+  if (unmap_runs(d, seg, page_index(seg, cut), page_index(seg, hi))) return false;
+  s->got += (d->page_cache_count - before) * pg;
+  ca_bins_remove(&pool->bins, b);
+  ca_block_t *hole = b, *tail = NULL;
+  if (hi < b->addr + b->size) tail = ca_block_split(d, b, hi - b->addr);
+  if (cut > b->addr) {
+    hole = ca_block_split(d, b, cut - b->addr);
+    ca_bins_insert(&pool->bins, b);
+  }
+  if (tail) ca_bins_insert(&pool->bins, tail);
+  hole->kind = CA_HOLE;
+  ca_pool_coalesce_free(d, hole);
+  return s->got < s->want;
+}
+
+size_t ca_steal_pages(ca_device_t *d, size_t want) {
+  if (!ca_config.expandable_segments) return 0;
+  steal_t s = {d, want, 0};
+  for (int p = 1; p >= 0 && s.got < want; p--) ca_bins_each(&d->pools[p].bins, steal_from, &s);
+  return s.got;
+}
+
+size_t ca_trim(ca_device_t *d, size_t target) {
+  size_t before = (size_t)d->stats.reserved_bytes.current;
+  release_cache(d, 0);
+  size_t now = (size_t)d->stats.reserved_bytes.current;
+  if (now > target && ca_config.expandable_segments) {
+    ca_steal_pages(d, now - target);
+    release_cache(d, 0);
+  }
+  if (!ca_config.expandable_segments && (size_t)d->stats.reserved_bytes.current > target)
+    ca_classic_release_free(d);
+  return before - (size_t)d->stats.reserved_bytes.current;
+}

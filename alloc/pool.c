@@ -1,0 +1,164 @@
+/* Finding a block for a request, returning blocks, and growing a pool.
+ *
+ * A request on stream S may take a free block (the pool's bins) or a block
+ * S itself freed that is still pending (S's queue bins: work on S is
+ * ordered, so S may reuse it at once). The tighter fit wins. */
+#include "internal.h"
+
+/* Classic segments: blocks above max_split_size are neither split nor
+ * handed to smaller requests; oversize requests accept a little slack. */
+static size_t max_fit(size_t rounded) {
+  uint64_t ms = ca_config.max_split_size;
+  if (ca_config.expandable_segments || ms == UINT64_MAX) return SIZE_MAX;
+  return rounded < ms ? (size_t)ms : rounded + CA_OVERSIZE_SLACK;
+}
+
+static bool should_split(const ca_pool_t *pool, const ca_block_t *b, size_t rounded) {
+  size_t rest = b->size - rounded;
+  if (rest < CA_MIN_BLOCK) return false;
+  if (ca_config.expandable_segments || pool->small) return true;
+  return rest > CA_SMALL_REQUEST && b->size <= ca_config.max_split_size;
+}
+
+ca_block_t *ca_pool_coalesce_free(ca_device_t *d, ca_block_t *b) {
+  ca_pool_t *pool = b->seg->pool;
+  ca_block_t *p = b->prev, *n = b->next;
+  if (p && p->state == CA_FREE && p->kind == b->kind && p->in_bins) {
+    ca_bins_remove(p->kind == CA_HOLE ? &pool->holes : &pool->bins, p);
+    if (b->free_tick > p->free_tick) p->free_tick = b->free_tick;
+    ca_block_absorb_next(d, p);
+    b = p;
+  }
+  if (n && n->state == CA_FREE && n->kind == b->kind && n->in_bins) {
+    ca_bins_remove(n->kind == CA_HOLE ? &pool->holes : &pool->bins, n);
+    if (n->free_tick > b->free_tick) b->free_tick = n->free_tick;
+    ca_block_absorb_next(d, b);
+  }
+  ca_bins_insert(b->kind == CA_HOLE ? &pool->holes : &pool->bins, b);
+  return b;
+}
+
+void ca_pool_release(ca_device_t *d, ca_block_t *b) {
+  b->state = CA_FREE;
+  b->kind = CA_MAPPED;
+  b->queue = NULL;
+  b->fence = NULL;
+  b->stream = NULL;
+  b->site = NULL;
+  b->free_tick = ++d->tick;
+  ca_pool_coalesce_free(d, b);
+}
+
+/* Cuts the unused tail off a block about to be handed out, and files the
+ * tail where the block came from (the same fence, if it was pending). */
+static void trim_tail(ca_device_t *d, ca_pool_t *pool, ca_block_t *b, size_t rounded,
+                      ca_queue_t *q, ca_fence_t *f) {
+  if (!should_split(pool, b, rounded) || !ca_block_reserve(d, 1)) return;
+  ca_block_t *rest = ca_block_split(d, b, rounded);
+  if (q) {
+    rest->state = CA_PENDING;
+    rest->fence = f;
+    ca_queue_add_to_fence(d, q, f, rest);
+  } else {
+    rest->state = CA_FREE;
+    rest->kind = CA_MAPPED;
+    ca_pool_coalesce_free(d, rest);
+  }
+}
+
+ca_block_t *ca_pool_take(ca_device_t *d, ca_pool_t *pool, size_t rounded, ca_stream_t stream) {
+  size_t max = max_fit(rounded);
+  ca_queue_t *q = ca_queue_find(d, stream, false);
+  ca_block_t *mine = q ? ca_bins_find(&q->bins[pool->small ? 0 : 1], rounded, max) : NULL;
+  ca_block_t *any = ca_bins_find(&pool->bins, rounded, max);
+  if (ca_debug.reuse_pending_anywhere && !mine) mine = ca_queue_find_any(d, pool, rounded, max, &q);
+  ca_block_t *b = (mine && (!any || mine->size <= any->size)) ? mine : any;
+  if (!b) return NULL;
+  ca_fence_t *f = NULL;
+  if (b == mine) {
+    f = b->fence;
+    ca_queue_remove(d, b);
+  } else {
+    q = NULL;
+    ca_bins_remove(&pool->bins, b);
+  }
+  trim_tail(d, pool, b, rounded, q, f);
+  if (!q) ca_stat_add(&d->stats.active_bytes, (int64_t)b->size); /* pending blocks were active already */
+  b->state = CA_LIVE;
+  b->queue = NULL;
+  b->fence = NULL;
+  b->stream = stream;
+  return b;
+}
+
+size_t ca_pool_largest_free(const ca_pool_t *pool) {
+  ca_block_t *b = ca_bins_largest(&pool->bins);
+  return b ? b->size : 0;
+}
+
+// ----------------------------------------------------------------------------
+// Growing
+// ----------------------------------------------------------------------------
+
+/* The placement that maps the fewest pages: a hole, extended downwards
+ * into the free mapped block before it and, if the hole is too short,
+ * upwards into the free mapped block after it. */
+typedef struct placement_s {
+  size_t need_bytes;
+  ca_block_t *hole, *before, *after;
+  size_t pages;
+} placement_t;
+
+static ca_block_t *free_mapped(ca_block_t *b) {
+  return b && b->state == CA_FREE && b->kind == CA_MAPPED && b->in_bins ? b : NULL;
+}
+
+static bool consider_hole(ca_block_t *h, void *arg) {
+  placement_t *pl = arg;
+  size_t page = h->seg->pool->dev->page;
+  ca_block_t *before = free_mapped(h->prev), *after = NULL;
+  size_t have = before ? before->size : 0;
+  size_t need = pl->need_bytes > have ? pl->need_bytes - have : 0;
+  size_t pages = (need + page - 1) / page;
+  if (pages * page > h->size) {
+    after = free_mapped(h->next);
+    if (!after || have + h->size + after->size < pl->need_bytes) return true;
+    pages = h->size / page;
+  }
+  if (!pages) return true;
+  if (!pl->hole || pages < pl->pages || (pages == pl->pages && h->size < pl->hole->size)) {
+    pl->hole = h;
+    pl->before = before;
+    pl->after = after;
+    pl->pages = pages;
+  }
+  return true;
+}
+
+static CUresult grow_expandable(ca_device_t *d, ca_pool_t *pool, size_t rounded) {
+  placement_t pl = {.need_bytes = rounded};
+  ca_bins_each(&pool->holes, consider_hole, &pl);
+  if (!pl.hole) return CUDA_ERROR_OUT_OF_MEMORY;   /* the address range is full */
+  if (!ca_block_reserve(d, 1)) return CUDA_ERROR_OUT_OF_MEMORY;
+  /* Out of the bins, the three blocks are safe from page stealing. */
+  ca_block_t *h = pl.hole;
+  ca_bins_remove(&pool->holes, h);
+  if (pl.before) ca_bins_remove(&pool->bins, pl.before);
+  if (pl.after) ca_bins_remove(&pool->bins, pl.after);
+  size_t mapped;
+  CUresult rc = ca_map_range(d, h->seg, h->addr, pl.pages * d->page, &mapped);
+  if (pl.before) ca_bins_insert(&pool->bins, pl.before);
+  if (pl.after) ca_bins_insert(&pool->bins, pl.after);
+  if (mapped && mapped < h->size) ca_pool_coalesce_free(d, ca_block_split(d, h, mapped));
+  if (mapped) {
+    h->kind = CA_MAPPED;
+    h->free_tick = ++d->tick;
+  }
+  ca_pool_coalesce_free(d, h);
+  return rc;
+}
+
+CUresult ca_pool_grow(ca_device_t *d, ca_pool_t *pool, size_t rounded) {
+  if (ca_config.expandable_segments) return grow_expandable(d, pool, rounded);
+  return ca_classic_grow(d, pool, rounded);
+}

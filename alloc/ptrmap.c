@@ -1,0 +1,86 @@
+/* Live blocks by start address: open addressing with linear probing and
+ * backward-shift deletion (no tombstones, so lookups stay short under the
+ * churn of a training loop). Keys are 512-byte aligned; 0 marks empty. */
+#include "internal.h"
+
+#include <stdlib.h>
+
+static size_t slot_of(uintptr_t key, size_t cap) {
+  uint64_t h = (uint64_t)key >> 9;
+  h *= 0x9E3779B97F4A7C15ull;
+  return (size_t)(h >> 20) & (cap - 1);
+}
+
+static bool grow(ca_ptrmap_t *m) {
+  size_t cap = m->cap ? m->cap * 2 : 1024;
+  uintptr_t *keys = calloc(cap, sizeof *keys);
+  ca_block_t **vals = calloc(cap, sizeof *vals);
+  if (!keys || !vals) {
+    free(keys);
+    free(vals);
+    return false;
+  }
+  for (size_t i = 0; i < m->cap; i++) {
+    if (!m->keys[i]) continue;
+    size_t j = slot_of(m->keys[i], cap);
+    while (keys[j]) j = (j + 1) & (cap - 1);
+    keys[j] = m->keys[i];
+    vals[j] = m->vals[i];
+  }
+  free(m->keys);
+  free(m->vals);
+  m->keys = keys;
+  m->vals = vals;
+  m->cap = cap;
+  return true;
+}
+
+bool ca_ptrmap_insert(ca_ptrmap_t *m, ca_block_t *b) {
+  if ((m->count + 1) * 2 > m->cap && !grow(m)) return false;
+  size_t i = slot_of(b->addr, m->cap);
+  while (m->keys[i]) i = (i + 1) & (m->cap - 1);
+  m->keys[i] = b->addr;
+  m->vals[i] = b;
+  m->count++;
+  return true;
+}
+
+static size_t find_slot(const ca_ptrmap_t *m, uintptr_t addr) {
+  if (!m->cap || !addr) return SIZE_MAX;
+  for (size_t i = slot_of(addr, m->cap);; i = (i + 1) & (m->cap - 1)) {
+    if (m->keys[i] == addr) return i;
+    if (!m->keys[i]) return SIZE_MAX;
+  }
+}
+
+ca_block_t *ca_ptrmap_get(const ca_ptrmap_t *m, uintptr_t addr) {
+  size_t i = find_slot(m, addr);
+  return i == SIZE_MAX ? NULL : m->vals[i];
+}
+
+ca_block_t *ca_ptrmap_remove(ca_ptrmap_t *m, uintptr_t addr) {
+  size_t i = find_slot(m, addr);
+  if (i == SIZE_MAX) return NULL;
+  ca_block_t *b = m->vals[i];
+  /* Shift later members of the probe run back so no gap breaks a lookup. */
+  for (size_t j = (i + 1) & (m->cap - 1); m->keys[j]; j = (j + 1) & (m->cap - 1)) {
+    size_t home = slot_of(m->keys[j], m->cap);
+    bool movable = (j > i) ? (home <= i || home > j) : (home <= i && home > j);
+    if (!movable) continue;
+    m->keys[i] = m->keys[j];
+    m->vals[i] = m->vals[j];
+    i = j;
+  }
+  m->keys[i] = 0;
+  m->vals[i] = NULL;
+  m->count--;
+  return b;
+}
+
+void ca_ptrmap_free(ca_ptrmap_t *m) {
+  free(m->keys);
+  free(m->vals);
+  m->keys = NULL;
+  m->vals = NULL;
+  m->cap = m->count = 0;
+}

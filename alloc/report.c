@@ -1,0 +1,250 @@
+/* Reports: the exit summary, the leak report (compute-sanitizer's shape,
+ * grouped by call site, biggest first), the out-of-memory diagnosis, and
+ * the files the `report` setting asks for (text and JSON). Call sites are
+ * raw addresses until a report is written, then named with dladdr. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+
+typedef struct site_s {
+  void *pc;
+  int64_t bytes, count;
+  uintptr_t example;
+} site_t;
+
+static void symbolize(void *pc, char *buf, size_t cap) {
+  Dl_info info;
+  if (pc && dladdr(pc, &info) && info.dli_fname) {
+    const char *lib = strrchr(info.dli_fname, '/');
+    lib = lib ? lib + 1 : info.dli_fname;
+    if (info.dli_sname)
+      snprintf(buf, cap, "%s+0x%lx [%p] in %s", info.dli_sname,
+               (unsigned long)((char *)pc - (char *)info.dli_saddr), pc, lib);
+    else
+      snprintf(buf, cap, "[%p] in %s+0x%lx", pc, lib, (unsigned long)((char *)pc - (char *)info.dli_fbase));
+    return;
+  }
+  snprintf(buf, cap, pc ? "[%p]" : "(call site not recorded)", pc);
+}
+
+static int by_pc(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)((const site_t *)a)->pc, y = (uintptr_t)((const site_t *)b)->pc;
+  return x < y ? -1 : x > y;
+}
+
+static int by_bytes(const void *a, const void *b) {
+  int64_t x = ((const site_t *)a)->bytes, y = ((const site_t *)b)->bytes;
+  return x > y ? -1 : x < y;
+}
+
+/* Live blocks of d grouped by call site, biggest first; d is locked.
+ * Returns the number of sites (0 also when out of host memory). */
+static size_t live_sites(ca_device_t *d, site_t **out) {
+  size_t n = 0, cap = d->live.count;
+  site_t *s = cap ? malloc(cap * sizeof *s) : NULL;
+  for (size_t i = 0; s && i < d->live.cap; i++) {
+    ca_block_t *b = d->live.vals[i];
+    if (b) s[n++] = (site_t){b->site, (int64_t)b->requested, 1, b->addr};
+  }
+  if (!s) return *out = NULL, 0;
+  qsort(s, n, sizeof *s, by_pc);
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (m && s[m - 1].pc == s[i].pc) {
+      s[m - 1].bytes += s[i].bytes;
+      s[m - 1].count += s[i].count;
+    } else {
+      s[m++] = s[i];
+    }
+  }
+  qsort(s, m, sizeof *s, by_bytes);
+  *out = s;
+  return m;
+}
+
+/* Calls fn on each device that was set up, locked. */
+static void each_ready(void (*fn)(ca_device_t *, void *), void *arg) {
+  for (int i = 0; i < ca_state.ndevices; i++) {
+    ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
+    if (!d) continue;
+    pthread_mutex_lock(&d->lock);
+    if (d->ready) fn(d, arg);
+    pthread_mutex_unlock(&d->lock);
+  }
+}
+
+// ----------------------------------------------------------------------------
+// Leaks
+// ----------------------------------------------------------------------------
+
+static void leaks_of(ca_device_t *d, void *arg) {
+  FILE *f = arg;
+  site_t *s;
+  size_t n = live_sites(d, &s);
+  int64_t bytes = 0, count = 0;
+  char where[512];
+  for (size_t i = 0; i < n; i++) {
+    symbolize(s[i].pc, where, sizeof where);
+    fprintf(f, "========= Leaked %" PRId64 " bytes in %" PRId64 " allocation%s on device %d, e.g. at 0x%lx\n",
+            s[i].bytes, s[i].count, s[i].count == 1 ? "" : "s", d->ordinal, (unsigned long)s[i].example);
+    fprintf(f, "=========     Saved host backtrace up to the allocation call\n");
+    fprintf(f, "=========     Host Frame: %s\n", where);
+    bytes += s[i].bytes;
+    count += s[i].count;
+  }
+  fprintf(f, "========= LEAK SUMMARY: %" PRId64 " bytes leaked in %" PRId64 " allocations (device %d)\n", bytes, count,
+          d->ordinal);
+  free(s);
+}
+
+void ca_report_leaks(FILE *f) {
+  if (ca_ready()) each_ready(leaks_of, f);
+}
+
+// ----------------------------------------------------------------------------
+// The exit summary
+// ----------------------------------------------------------------------------
+
+static double mib(double b) { return b / (1 << 20); }
+
+static void summary_of(ca_device_t *d, void *arg) {
+  FILE *f = arg;
+  cudalloc_stats_t s;
+  ca_stats_snapshot(d, &s);
+  fprintf(f, "cudalloc:   device %d (%s): peak allocated %.1f MiB, peak reserved %.1f MiB, fragmentation %.3f\n",
+          d->ordinal, d->props.name, mib(s.allocated_bytes.peak), mib(s.reserved_bytes.peak), s.fragmentation);
+  fprintf(f, "cudalloc:     allocations %" PRId64 ", frees %" PRId64 ", slow paths %" PRId64 ", waits %" PRId64
+             ", out-of-memory %" PRId64 ", bad frees %" PRId64 "\n",
+          s.num_allocs.total, s.num_frees.total, s.num_retries.total, s.num_waits.total, s.num_ooms.total,
+          s.num_bad_frees.total);
+  fprintf(f, "cudalloc:     backend calls: reserve %" PRId64 ", create %" PRId64 ", map %" PRId64 ", unmap %" PRId64
+             ", release %" PRId64 ", set_access %" PRId64 ", event records %" PRId64 ", page moves %" PRId64 "\n",
+          s.backend_reserve.total, s.backend_create.total, s.backend_map.total, s.backend_unmap.total,
+          s.backend_release.total, s.backend_set_access.total, s.backend_event_record.total,
+          s.num_page_moves.total);
+  fprintf(f, "cudalloc:     leaks: %" PRId64 " blocks, %.1f MiB still allocated at exit\n", s.num_live_blocks.current,
+          mib(s.requested_bytes.current));
+  site_t *sites;
+  size_t n = live_sites(d, &sites);
+  char where[512];
+  for (size_t i = 0; i < n && i < 3; i++) {
+    symbolize(sites[i].pc, where, sizeof where);
+    fprintf(f, "cudalloc:       %.1f MiB in %" PRId64 " blocks from %s\n", mib(sites[i].bytes), sites[i].count, where);
+  }
+  free(sites);
+}
+
+void ca_report_summary(FILE *f) {
+  if (!ca_ready()) return;
+  fprintf(f, "cudalloc: summary (backend %s, %s segments)\n", ca_state.be->name,
+          ca_config.expandable_segments ? "expandable" : "classic");
+  each_ready(summary_of, f);
+}
+
+// ----------------------------------------------------------------------------
+// Out of memory
+// ----------------------------------------------------------------------------
+
+void ca_report_oom(ca_device_t *d, size_t size) {
+  size_t free_now = 0, total = 0;
+  ca_state.be->mem_info(d->ordinal, &free_now, &total);
+  int64_t allocated = d->stats.allocated_bytes.current, reserved = d->stats.reserved_bytes.current;
+  int64_t active = d->stats.active_bytes.current;
+  int64_t cached = reserved - active, pending = active - allocated;
+  size_t largest = 0;
+  for (int p = 0; p < 2; p++)
+    if (ca_pool_largest_free(&d->pools[p]) > largest) largest = ca_pool_largest_free(&d->pools[p]);
+  const char *why = size > d->limit ? "the request alone exceeds the limit"
+                  : pending > 0 && __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0
+                      ? "frees are waiting for device work, and a graph capture forbids waiting"
+                  : (int64_t)size <= cached ? "fragmentation: enough memory is cached, but not contiguous"
+                  : pending > 0 ? "exhaustion, with frees still waiting for device work"
+                  : "exhaustion: live memory fills the limit";
+  ca_log("out of memory on device %d: asked for %zu bytes (%.1f MiB); limit %.1f MiB", d->ordinal, size,
+         mib((double)size), mib((double)d->limit));
+  ca_log("  allocated %.1f MiB, waiting for device work %.1f MiB, reserved %.1f MiB (free %.1f MiB), driver free %.1f MiB, "
+         "largest free block %.1f MiB",
+         mib(allocated), mib(pending), mib(reserved), mib(cached), mib((double)free_now), mib((double)largest));
+  ca_log("  diagnosis: %s", why);
+  site_t *s;
+  size_t n = live_sites(d, &s);
+  char where[512];
+  for (size_t i = 0; i < n && i < 5; i++) {
+    symbolize(s[i].pc, where, sizeof where);
+    ca_log("  live: %.1f MiB in %" PRId64 " blocks from %s", mib(s[i].bytes), s[i].count, where);
+  }
+  free(s);
+}
+
+// ----------------------------------------------------------------------------
+// Report files
+// ----------------------------------------------------------------------------
+
+typedef struct json_s {
+  FILE *f;
+  int devices;
+} json_t;
+
+static void json_of(ca_device_t *d, void *arg) {
+  json_t *j = arg;
+  FILE *f = j->f;
+  cudalloc_stats_t s;
+  ca_stats_snapshot(d, &s);
+  fprintf(f, "%s\n    {\"device\": %d, \"fragmentation\": %.6f, \"largest_free_bytes\": %" PRIu64 ",\n     \"stats\": {",
+          j->devices++ ? "," : "", d->ordinal, s.fragmentation, s.largest_free_bytes);
+  const char *sep = "";
+#define CA_JSON(name, doc)                                                                                     \
+  fprintf(f, "%s\n      \"%s\": {\"current\": %" PRId64 ", \"peak\": %" PRId64 ", \"total\": %" PRId64 "}", sep, \
+          #name, s.name.current, s.name.peak, s.name.total);                                                   \
+  sep = ",";
+  CUDALLOC_STAT_BYTES(CA_JSON)
+  CUDALLOC_STAT_COUNTS(CA_JSON)
+#undef CA_JSON
+  fprintf(f, "},\n     \"leaks\": [");
+  site_t *sites;
+  size_t n = live_sites(d, &sites);
+  char where[512];
+  for (size_t i = 0; i < n; i++) {
+    symbolize(sites[i].pc, where, sizeof where);
+    for (char *c = where; *c; c++)
+      if (*c == '"' || *c == '\\') *c = '\'';
+    fprintf(f, "%s\n       {\"site\": \"%s\", \"bytes\": %" PRId64 ", \"count\": %" PRId64 "}", i ? "," : "", where,
+            sites[i].bytes, sites[i].count);
+  }
+  free(sites);
+  fprintf(f, "]}");
+}
+
+static FILE *open_report(const char *suffix, char *path, size_t cap) {
+  if (!ca_config_expand_path(ca_config.report, suffix, path, cap)) {
+    ca_log("report path '%s%s' is too long; report not written", ca_config.report, suffix);
+    return NULL;
+  }
+  FILE *f = fopen(path, "w");
+  if (!f) ca_log("cannot write report %s", path);
+  return f;
+}
+
+void ca_report_write_files(void) {
+  if (!ca_ready() || !ca_config.report[0]) return;
+  char path[CA_CONFIG_PATH_MAX + 32];
+  FILE *f = open_report("-leaks.txt", path, sizeof path);
+  if (f) {
+    ca_report_summary(f);
+    ca_report_leaks(f);
+    fclose(f);
+  }
+  if ((f = open_report("-stats.json", path, sizeof path))) {
+    json_t j = {f, 0};
+    fprintf(f, "{\n  \"backend\": \"%s\",\n  \"devices\": [", ca_state.be->name);
+    each_ready(json_of, &j);
+    fprintf(f, "\n  ]\n}\n");
+    fclose(f);
+  }
+}

@@ -1,0 +1,188 @@
+/* The simulated device's internals, shared by its files:
+ *   backend_sim.c  the backend table, start and teardown, devices
+ *   sim_vm.c       reservations, physical handles, mappings
+ *   sim_streams.c  streams, events and the completion of simulated work
+ *   sim_faults.c   call counters, fault injection, latency
+ *
+ * One mutex (sim.lock) guards everything below except the counters and
+ * fault settings (atomics) and the thread-local current device. Functions
+ * named *_locked expect the caller to hold sim.lock and sim.started.
+ */
+#ifndef CUDALLOC_SIM_INTERNAL_H
+#define CUDALLOC_SIM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend_sim.h"
+
+#define SIM_MAX_DEVICES 16
+
+// ----------------------------------------------------------------------------
+// Handle tables: ids that name an object until it is dropped, and never again
+// (a generation in the id), so a stale or forged id is refused, not followed.
+// ----------------------------------------------------------------------------
+
+typedef struct sim_slot_s {
+  void *obj;
+  uint32_t gen;
+  uint32_t next_free;           /* index + 1 of the next free slot; 0: none */
+} sim_slot_t;
+
+typedef struct sim_slots_s {
+  sim_slot_t *v;
+  uint32_t n, cap;
+  uint32_t free_head;           /* index + 1; 0: none */
+  uint8_t tag;                  /* top byte of every id of this table */
+} sim_slots_t;
+
+/* "backend_sim.c" */
+uint64_t ca_sim_slot_put(sim_slots_t *t, void *obj);   /* 0 when out of memory */
+void *ca_sim_slot_get(const sim_slots_t *t, uint64_t id);
+void ca_sim_slot_drop(sim_slots_t *t, uint64_t id);
+/* Calls fn on every live object, then frees the table. */
+void ca_sim_slot_clear(sim_slots_t *t, void (*fn)(void *obj));
+
+// ----------------------------------------------------------------------------
+// Virtual memory
+// ----------------------------------------------------------------------------
+
+typedef struct sim_extent_s {
+  size_t off, len;              /* bytes of the device's memfd */
+} sim_extent_t;
+
+typedef struct sim_handle_s {
+  int dev;
+  size_t size;
+  unsigned nextents;
+  sim_extent_t *extents;
+  unsigned maps;                /* live mappings of this handle */
+} sim_handle_t;
+
+typedef struct sim_mapping_s {
+  uintptr_t va;
+  size_t size;
+  sim_handle_t *handle;
+  size_t offset;
+} sim_mapping_t;
+
+typedef struct sim_resv_s {
+  uintptr_t va;
+  size_t size;
+  int dev;
+  sim_mapping_t *maps;          /* sorted by va, never overlapping */
+  size_t nmaps, cap;
+} sim_resv_t;
+
+// ----------------------------------------------------------------------------
+// Streams and simulated work
+// ----------------------------------------------------------------------------
+
+typedef enum {
+  SIM_STREAM_LEGACY, SIM_STREAM_PER_THREAD, SIM_STREAM_BLOCKING, SIM_STREAM_NONBLOCKING
+} sim_stream_kind_t;
+
+/* One piece of simulated work: what an event recorded in manual mode marks.
+ * It completes when its stream is completed up to it, and completing it
+ * completes what it waited for (deps), since work cannot end before the
+ * work it waits on. */
+typedef struct sim_work_s sim_work_t;
+struct sim_work_s {
+  unsigned refs;                /* queue + events + dependants */
+  bool done;
+  bool listed;                  /* on the completion worklist */
+  struct sim_stream_s *stream;  /* while pending */
+  sim_work_t *next;             /* in the stream's queue */
+  sim_work_t *wl_next;          /* on the completion worklist */
+  unsigned ndeps;
+  sim_work_t **deps;
+};
+
+typedef struct sim_stream_s {
+  struct sim_stream_s *next;    /* in the device's list */
+  int dev;
+  sim_stream_kind_t kind;
+  bool capturing;
+  bool destroyed;               /* freed once its pending work is done */
+  sim_work_t *head, *tail;      /* pending work, oldest first */
+} sim_stream_t;
+
+// ----------------------------------------------------------------------------
+// Devices and the whole state
+// ----------------------------------------------------------------------------
+
+typedef struct sim_device_s {
+  int memfd;
+  size_t capacity, gran, npages;
+  uint64_t *page_bits;          /* 1: the memfd page belongs to a handle */
+  size_t used;                  /* physical bytes in live handles */
+  int live_handles;
+  size_t mapped;                /* bytes mapped in this device's reservations */
+  sim_stream_t legacy;
+  sim_stream_t *streams;        /* created and per-thread streams */
+} sim_device_t;
+
+typedef struct sim_state_s {
+  pthread_mutex_t lock;
+  int started;                  /* atomic: read without the lock */
+  int ndev;                     /* atomic: read without the lock */
+  unsigned gen;                 /* atomic: bumped at teardown, resets thread state */
+  bool armed;                   /* controls from the configuration applied */
+  bool manual;                  /* events complete when a test says */
+  sim_device_t dev[SIM_MAX_DEVICES];
+  sim_resv_t *resv;             /* sorted by va */
+  size_t nresv, resv_cap;
+  sim_slots_t handles, events;
+} sim_state_t;
+
+extern sim_state_t ca_sim;
+
+/* "backend_sim.c" */
+/* Counts a broken contract rule and returns its error. */
+CUresult ca_sim_violation(CUresult err);
+/* Locks and checks that the simulation runs; on error it is unlocked. */
+CUresult ca_sim_lock_started(void);
+void ca_sim_unlock(void);
+/* The calling thread's current device. */
+int ca_sim_current_device(void);
+bool ca_sim_valid_device(int dev);
+
+/* "sim_vm.c" */
+CUresult ca_sim_device_open_locked(sim_device_t *d, int ordinal, size_t capacity, size_t gran);
+/* Frees a device's host objects; unmaps the reservations too when unmap. */
+void ca_sim_vm_teardown_locked(bool unmap);
+CUresult ca_sim_reserve_locked(int dev, size_t size, uintptr_t *va);
+CUresult ca_sim_va_free_locked(uintptr_t va, size_t size);
+CUresult ca_sim_create_locked(int dev, size_t size, ca_phys_t *handle);
+CUresult ca_sim_release_locked(ca_phys_t handle);
+CUresult ca_sim_map_locked(uintptr_t va, size_t size, ca_phys_t handle, size_t offset);
+CUresult ca_sim_unmap_locked(uintptr_t va, size_t size);
+CUresult ca_sim_set_access_locked(int dev, uintptr_t va, size_t size);
+
+/* "sim_streams.c" */
+void ca_sim_streams_teardown_locked(void);
+CUresult ca_sim_event_create_locked(int dev, ca_event_t *event);
+CUresult ca_sim_event_record_locked(ca_event_t event, ca_stream_t stream);
+CUresult ca_sim_event_query_locked(ca_event_t event);
+CUresult ca_sim_event_sync_locked(ca_event_t event);
+CUresult ca_sim_event_destroy_locked(ca_event_t event);
+CUresult ca_sim_stream_sync_locked(ca_stream_t stream);
+CUresult ca_sim_device_sync_locked(int dev);
+CUresult ca_sim_is_capturing_locked(ca_stream_t stream, int *capturing);
+void ca_sim_complete_all_locked(void);
+
+/* "sim_faults.c" */
+/* Counts a call of op, waits its latency, and returns the injected error
+ * when this call is chosen to fail (else 0). */
+CUresult ca_sim_enter(ca_backend_op_t op);
+/* Counts rc as an error of op when it is one; returns rc. */
+CUresult ca_sim_leave(ca_backend_op_t op, CUresult rc);
+void ca_sim_count_violation(void);
+/* Applies the configuration's fault, rate and latency settings. */
+void ca_sim_faults_arm(void);
+/* Forgets every counter and control. */
+void ca_sim_faults_reset(void);
+
+#endif /* CUDALLOC_SIM_INTERNAL_H */

@@ -1,0 +1,84 @@
+/* Statistics: kept per device under its lock, printed as one table. */
+#include "internal.h"
+
+#include <inttypes.h>
+
+void ca_stat_add(cudalloc_stat_t *s, int64_t delta) {
+  s->current += delta;
+  if (s->current > s->peak) s->peak = s->current;
+  if (delta > 0) s->total += delta;
+}
+
+void ca_stats_snapshot(ca_device_t *d, cudalloc_stats_t *out) {
+  cudalloc_stat_t *cached = &d->stats.cached_bytes;
+  cached->current = d->stats.reserved_bytes.current - d->stats.allocated_bytes.current;
+  if (cached->current > cached->peak) cached->peak = cached->current;
+  *out = d->stats;
+  out->largest_free_bytes = 0;
+  for (int p = 0; p < 2; p++) {
+    size_t largest = ca_pool_largest_free(&d->pools[p]);
+    if (largest > out->largest_free_bytes) out->largest_free_bytes = largest;
+  }
+  int64_t peak_reserved = d->stats.reserved_bytes.peak;
+  out->fragmentation = peak_reserved > 0 ? 1.0 - (double)d->stats.allocated_bytes.peak / (double)peak_reserved : 0.0;
+}
+
+/* 1536 -> "1.50 KiB". */
+static const char *human(int64_t bytes, char *buf, size_t cap) {
+  static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)bytes;
+  int u = 0;
+  while ((v >= 1024 || v <= -1024) && u < 4) v /= 1024, u++;
+  if (u == 0) snprintf(buf, cap, "%" PRId64 " B", bytes);
+  else snprintf(buf, cap, "%.2f %s", v, unit[u]);
+  return buf;
+}
+
+static void print_bytes(FILE *f, const char *label, const cudalloc_stat_t *s) {
+  char a[32], b[32], c[32];
+  fprintf(f, "| %-22s | %12s | %12s | %14s |\n", label, human(s->current, a, sizeof a),
+          human(s->peak, b, sizeof b), human(s->total, c, sizeof c));
+}
+
+static void print_count(FILE *f, const char *label, const cudalloc_stat_t *s) {
+  fprintf(f, "| %-22s | %12" PRId64 " | %12" PRId64 " | %14" PRId64 " |\n", label, s->current, s->peak, s->total);
+}
+
+static void print_device(FILE *f, ca_device_t *d, const cudalloc_stats_t *s) {
+  const char *rule = "|========================================================================|\n";
+  const char *line = "|------------------------------------------------------------------------|\n";
+  char a[32];
+  fputs(rule, f);
+  fprintf(f, "| cudalloc memory summary, device %d: %-36.36s|\n", d->ordinal, d->props.name);
+  fprintf(f, "| mode: %-20s  fragmentation (1 - peak alloc/peak reserved): %5.3f |\n",
+          ca_config.expandable_segments ? "expandable segments" : "classic segments", s->fragmentation);
+  fputs(line, f);
+  fprintf(f, "| %-22s | %12s | %12s | %14s |\n", "Metric", "Current", "Peak", "Total");
+  fputs(line, f);
+#define CA_PRINT_BYTES(name, doc) print_bytes(f, #name, &s->name);
+  CUDALLOC_STAT_BYTES(CA_PRINT_BYTES)
+#undef CA_PRINT_BYTES
+  fputs(line, f);
+#define CA_PRINT_COUNT(name, doc) print_count(f, #name, &s->name);
+  CUDALLOC_STAT_COUNTS(CA_PRINT_COUNT)
+#undef CA_PRINT_COUNT
+  fputs(line, f);
+  fprintf(f, "| largest free block: %-51s|\n", human((int64_t)s->largest_free_bytes, a, sizeof a));
+  fputs(rule, f);
+}
+
+void ca_stats_print(FILE *f) {
+  if (!ca_ready()) {
+    fprintf(f, "cudalloc: not started\n");
+    return;
+  }
+  for (int i = 0; i < ca_state.ndevices; i++) {
+    ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
+    if (!d) continue;
+    cudalloc_stats_t s;
+    pthread_mutex_lock(&d->lock);
+    ca_stats_snapshot(d, &s);
+    pthread_mutex_unlock(&d->lock);
+    print_device(f, d, &s);
+  }
+}

@@ -1,0 +1,40 @@
+/* The re-entry guard of the interception layer.
+ *
+ * A thread that is inside a cudalloc entry point can come back into one:
+ * the real runtime, called to pass something through, reaches the driver
+ * through the cuGetProcAddress that cudalloc handed it; the backend opens
+ * libcuda with dlsym. Such inner calls must go straight to the real
+ * functions, so each entry point counts its depth on the thread.
+ *
+ * initial-exec TLS: no allocation and no lock on first access, which the
+ * dlsym interposer relies on.
+ */
+#ifndef CUDALLOC_SHIM_GUARD_H
+#define CUDALLOC_SHIM_GUARD_H
+
+#include <stdbool.h>
+
+extern __thread unsigned ca_guard_depth __attribute__((tls_model("initial-exec")));
+
+/* A guard held for the rest of the enclosing block. */
+typedef struct ca_guard_s {
+  bool outer;   /* no other cudalloc entry point runs below on this thread */
+} ca_guard_t;
+
+static inline ca_guard_t ca_guard_enter(void) {
+  return (ca_guard_t){.outer = ca_guard_depth++ == 0};
+}
+
+static inline void ca_guard_leave(ca_guard_t *g) {
+  (void)g;
+  ca_guard_depth--;
+}
+
+/* true while some cudalloc entry point runs on this thread. */
+static inline bool ca_guard_busy(void) { return ca_guard_depth != 0; }
+
+#define CA_GUARDED \
+  ca_guard_t ca_guard_ __attribute__((cleanup(ca_guard_leave))) = ca_guard_enter()
+#define ca_guard_outer() (ca_guard_.outer)
+
+#endif /* CUDALLOC_SHIM_GUARD_H */

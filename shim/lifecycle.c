@@ -1,0 +1,80 @@
+/* The life of the preloaded library: load, first use, fork, exit.
+ *
+ * Loading is cheap and makes no device call: it finds the real dlsym and
+ * registers the fork handler. The allocator core starts at the first
+ * intercepted call that needs it.
+ *
+ * Exit: the summary is written by an atexit handler registered at that
+ * first use. atexit handlers run before the ELF destructors, so the driver
+ * (libcuda, whose destructor tears it down) is still there; and handlers
+ * registered earlier (the program's CUDA module registration, made by its
+ * constructors) run after ours. A destructor would run after libcuda's,
+ * which the runtime loads after libcudalloc.
+ */
+#define _GNU_SOURCE
+#include "shim.h"
+#include "config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+enum { MODE_UNKNOWN, MODE_CUDA, MODE_SIM };
+enum { START_UNTRIED, START_OK, START_FAILED };
+
+static int mode;      /* atomic: MODE_* */
+static int started;   /* atomic: START_* */
+static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
+
+#define LOAD(p) __atomic_load_n(p, __ATOMIC_ACQUIRE)
+#define STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
+
+/* Decided from CUDALLOC_CONF alone, silently (the core warns about bad
+ * keys when it starts), so that calls served only on the simulated device
+ * can be forwarded without starting anything. */
+bool ca_shim_sim(void) {
+  int m = LOAD(&mode);
+  if (m == MODE_UNKNOWN) {
+    ca_config_t cfg;
+    ca_config_defaults(&cfg);
+    ca_config_parse(&cfg, ca_getenv("CUDALLOC_CONF"), NULL);
+    m = cfg.backend == CA_BACKEND_SIM ? MODE_SIM : MODE_CUDA;
+    STORE(&mode, m);
+  }
+  return m == MODE_SIM;
+}
+
+static void at_exit(void) { ca_exit(); }
+
+static void arm_exit(void) { atexit(at_exit); }
+
+bool ca_shim_start(void) {
+  int s = LOAD(&started);
+  if (s != START_UNTRIED) return s == START_OK;
+  bool ok = ca_init(NULL) == CUDA_SUCCESS;
+  if (ok) pthread_once(&exit_once, arm_exit);
+  STORE(&started, ok ? START_OK : START_FAILED);
+  return ok;
+}
+
+const ca_backend_t *ca_shim_sim_backend(void) {
+  return ca_shim_sim() && ca_shim_start() ? ca_backend() : NULL;
+}
+
+int ca_shim_device(void) {
+  int dev = 0;
+  const ca_backend_t *be = ca_backend();
+  if (!be || be->get_device(&dev) != CUDA_SUCCESS) dev = 0;
+  return dev;
+}
+
+/* The child of fork() starts with a clean allocator: the parent's device
+ * state is not the child's (a CUDA context does not survive fork). */
+static void fork_child(void) {
+  ca_fork_child();
+  STORE(&started, START_UNTRIED);
+}
+
+__attribute__((constructor)) static void on_load(void) {
+  ca_real_dlsym_init();
+  pthread_atfork(NULL, NULL, fork_child);
+}

@@ -1,0 +1,64 @@
+/* Helpers of the allocator core's suites: start cudalloc on the simulated
+ * device, reach device 0's internals, and model what the program owns. */
+#ifndef CUDALLOC_CORE_TESTING_H
+#define CUDALLOC_CORE_TESTING_H
+
+#include "testing.h"
+
+#include <criterion/redirect.h>
+
+#include "backend_sim.h"
+#include "core.h"
+#include "cudalloc.h"
+#include "internal.h"
+
+#define MiB (1ull << 20)
+
+/* Starts cudalloc on the simulated device with conf appended. */
+static inline void core_start(const char *conf) {
+  char full[512];
+  snprintf(full, sizeof full, "backend:sim,%s", conf ? conf : "");
+  cr_assert_eq(cudalloc_init(full), cudaSuccess, "cudalloc_init(\"%s\") failed", full);
+}
+
+static inline ca_device_t *dev0(void) { return ca_state.devices[0]; }
+
+static inline cudalloc_stats_t stats0(void) {
+  cudalloc_stats_t s;
+  cr_assert_eq(cudalloc_get_stats(0, &s), cudaSuccess);
+  return s;
+}
+
+#define CHECK_CONSISTENT() cr_assert_eq(cudalloc_check(), 0, "cudalloc_check() found a broken invariant")
+
+/* Memory-changing backend calls: what "zero backend calls" counts. */
+static inline int64_t memory_calls(const cudalloc_stats_t *s) {
+  return s->backend_reserve.total + s->backend_create.total + s->backend_map.total + s->backend_unmap.total +
+         s->backend_release.total + s->backend_set_access.total + s->backend_va_free.total;
+}
+
+/* splitmix64: the seeded generator of the randomized suites. */
+static inline uint64_t rng_next(uint64_t *state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* What the test wrote to stderr so far (needs .init = cr_redirect_stderr). */
+static inline const char *captured_stderr(void) {
+  static char buf[1 << 16];
+  fflush(stderr);
+  FILE *f = cr_get_redirected_stderr();
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  return buf;
+}
+
+static inline int count_of(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+  return n;
+}
+
+#endif

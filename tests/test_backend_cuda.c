@@ -1,0 +1,501 @@
+/* The CUDA driver backend.
+ *
+ * Without a driver (CI, the development machines): init fails with an error
+ * code and one line on stderr, and nothing crashes. With a driver and a GPU
+ * (bench/gpu-check.sh) those checks skip and the smoke tests (suite
+ * cuda_gpu) drive the real virtual memory API: reserve, create, map, set
+ * access, events, unmap, release, and the error codes that backend.h
+ * promises. The same smoke tests run everywhere against a fake driver
+ * (tests/fake_libcuda.c, suite cuda_fake), which also shows what a GPU
+ * cannot show on demand: a failing cuInit, a missing entry point, no driver
+ * call after abandon(), one retain per primary context.
+ */
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "config.h"
+#include "stderr_capture.h"
+
+static const ca_backend_t *be = &ca_backend_cuda;
+
+/* Calls init with stderr captured; returns its code, the text in err. */
+static CUresult init_captured(char *err, size_t cap) {
+  capture_t c;
+  capture_begin(&c);
+  CUresult rc = be->init();
+  capture_end(&c, err, cap);
+  return rc;
+}
+
+/* Skips the no-driver checks where a GPU answers. */
+static CUresult init_expecting_failure(char *err, size_t cap) {
+  CUresult rc = init_captured(err, cap);
+  if (rc == CUDA_SUCCESS)
+    cr_skip_test("a CUDA driver and device are present: the no-driver checks do not apply "
+                 "(the cuda_gpu smoke tests run instead)");
+  return rc;
+}
+
+// ----------------------------------------------------------------------------
+// Everywhere
+// ----------------------------------------------------------------------------
+
+Test(cuda_backend, the_table_is_complete) {
+  cr_assert_str_eq(be->name, "cuda");
+  cr_assert_not_null(be->abandon);
+#define CHECK_OP(op, err) cr_assert_not_null(be->op, "ca_backend_cuda." #op " is missing");
+  CA_BACKEND_OPS(CHECK_OP)
+#undef CHECK_OP
+}
+
+Test(cuda_backend, the_configuration_selects_it) {
+  cr_assert_eq(ca_config_load("backend:cuda"), 0);
+  cr_assert_eq(ca_backend_selected(), &ca_backend_cuda);
+  cr_assert_eq(ca_config_load(""), 0);
+  cr_assert_eq(ca_backend_selected(), &ca_backend_cuda, "cuda is the default backend");
+}
+
+/* The library never links libcuda: it is loaded only when init() asks. */
+Test(cuda_backend, libcuda_is_not_loaded_before_init) {
+  cr_assert_null(dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD),
+                 "libcuda.so.1 is loaded although nothing called init()");
+}
+
+// ----------------------------------------------------------------------------
+// Without a driver
+// ----------------------------------------------------------------------------
+
+Test(cuda_backend, init_fails_with_one_clear_line) {
+  char err[4096];
+  CUresult rc = init_expecting_failure(err, sizeof err);
+  cr_assert_eq(count_lines(err), 1, "init printed %d lines:\n%s", count_lines(err), err);
+  cr_assert(strncmp(err, "cudalloc: CUDA backend unavailable: ", 36) == 0, "%s", err);
+  cr_assert_not_null(strstr(err, "CUDALLOC_CONF=backend:sim"), "no hint in: %s", err);
+  if (!dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    cr_assert_eq(rc, CUDA_ERROR_NOT_INITIALIZED, "init returned %d", rc);
+    cr_assert_not_null(strstr(err, "cannot load libcuda.so.1"), "%s", err);
+  } else {
+    cr_log_info("libcuda.so.1 loads but init failed with %d: %s", rc, err);
+  }
+}
+
+Test(cuda_backend, a_failed_init_is_reported_once) {
+  char err[4096];
+  CUresult rc = init_expecting_failure(err, sizeof err);
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(init_captured(err, sizeof err), rc, "init changed its answer");
+    cr_assert_str_empty(err, "a repeated init printed: %s", err);
+  }
+}
+
+static void *init_thread(void *arg) {
+  *(CUresult *)arg = ca_backend_cuda.init();
+  return NULL;
+}
+
+Test(cuda_backend, concurrent_inits_agree_and_print_one_line) {
+  enum { N = 8 };
+  pthread_t th[N];
+  CUresult rc[N];
+  capture_t c;
+  char err[4096];
+  capture_begin(&c);
+  for (int i = 0; i < N; i++) pthread_create(&th[i], NULL, init_thread, &rc[i]);
+  for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+  capture_end(&c, err, sizeof err);
+  if (rc[0] == CUDA_SUCCESS) cr_skip_test("a CUDA driver is present: init succeeded");
+  for (int i = 1; i < N; i++) cr_assert_eq(rc[i], rc[0], "thread %d got %d, thread 0 got %d", i, rc[i], rc[0]);
+  cr_assert_eq(count_lines(err), 1, "%d lines:\n%s", count_lines(err), err);
+}
+
+/* Every entry, before init and after a failed one: an error, no crash, and
+ * no output written. */
+static void assert_every_entry_refuses(void) {
+  int n = -7, dev = -7, cap = -7;
+  size_t fr = 7, tot = 7;
+  uintptr_t va = 7;
+  ca_phys_t h = 7;
+  ca_event_t ev = (ca_event_t)0x7;
+  ca_device_props_t props;
+  memset(&props, 0x5a, sizeof props);
+  const CUresult E = CUDA_ERROR_NOT_INITIALIZED;
+  cr_assert_eq(be->device_count(&n), E);
+  cr_assert_eq(be->get_device(&dev), E);
+  cr_assert_eq(be->set_device(0), E);
+  cr_assert_eq(be->device_props(0, &props), E);
+  cr_assert_eq(be->mem_info(0, &fr, &tot), E);
+  cr_assert_eq(be->reserve(0, 2 << 20, &va), E);
+  cr_assert_eq(be->va_free(0x200000, 2 << 20), E);
+  cr_assert_eq(be->create(0, 2 << 20, &h), E);
+  cr_assert_eq(be->release(1), E);
+  cr_assert_eq(be->map(0x200000, 2 << 20, 1, 0), E);
+  cr_assert_eq(be->unmap(0x200000, 2 << 20), E);
+  cr_assert_eq(be->set_access(0, 0x200000, 2 << 20), E);
+  cr_assert_eq(be->event_create(0, &ev), E);
+  cr_assert_eq(be->event_record((ca_event_t)0x10, CA_STREAM_LEGACY), E);
+  cr_assert_eq(be->event_query((ca_event_t)0x10), E);
+  cr_assert_eq(be->event_sync((ca_event_t)0x10), E);
+  cr_assert_eq(be->event_destroy((ca_event_t)0x10), E);
+  cr_assert_eq(be->stream_sync(NULL), E);
+  cr_assert_eq(be->stream_sync(CA_STREAM_PER_THREAD), E);
+  cr_assert_eq(be->device_sync(0), E);
+  cr_assert_eq(be->is_capturing(NULL, &cap), E);
+  cr_assert(n == -7 && dev == -7 && cap == -7 && fr == 7 && tot == 7 && va == 7 && h == 7);
+  cr_assert_eq(ev, (ca_event_t)0x7);
+  cr_assert_eq(props.name[0], 0x5a);
+}
+
+Test(cuda_backend, entries_before_init_refuse) {
+  capture_t c;
+  char err[4096];
+  capture_begin(&c);
+  assert_every_entry_refuses();
+  capture_end(&c, err, sizeof err);
+  cr_assert_str_empty(err, "an entry before init printed: %s", err);
+}
+
+Test(cuda_backend, entries_after_a_failed_init_refuse) {
+  char err[4096];
+  init_expecting_failure(err, sizeof err);
+  assert_every_entry_refuses();
+}
+
+/* abandon() is what a fork child and the exit path call: never a crash,
+ * and the next init starts over (and reports again). */
+Test(cuda_backend, abandon_forgets_and_init_starts_over) {
+  char err[4096];
+  be->abandon();                       /* before any init */
+  CUresult rc = init_expecting_failure(err, sizeof err);
+  be->abandon();
+  be->abandon();
+  cr_assert_eq(init_captured(err, sizeof err), rc);
+  cr_assert_eq(count_lines(err), 1, "the retry after abandon printed:\n%s", err);
+  be->abandon();
+  assert_every_entry_refuses();
+}
+
+// ----------------------------------------------------------------------------
+// With a driver: a real GPU (suite cuda_gpu) or the fake driver (cuda_fake)
+// ----------------------------------------------------------------------------
+
+typedef struct gpu_s {
+  size_t gran;
+  size_t total;
+} gpu_t;
+
+static gpu_t gpu;
+static void *fake_lib;   /* the fake driver, in the cuda_fake suite */
+
+/* Starts the backend on whatever driver is loaded and checks device 0. */
+static void start_driver(const char *what) {
+  char err[4096];
+  CUresult rc = init_captured(err, sizeof err);
+  if (rc != CUDA_SUCCESS)
+    cr_skip_test("no CUDA driver or device here (init returned %d): the %s test needs one", rc, what);
+  cr_assert_str_empty(err, "a successful init printed: %s", err);
+  int n = 0;
+  cr_assert_eq(be->device_count(&n), 0);
+  cr_assert_geq(n, 1);
+  ca_device_props_t p;
+  cr_assert_eq(be->device_props(0, &p), 0);
+  cr_assert_gt(p.total_bytes, 0);
+  cr_assert_geq(p.granularity, 4096);
+  cr_assert_eq(p.granularity & (p.granularity - 1), 0, "granularity %zu", p.granularity);
+  cr_assert_neq(p.name[0], 0);
+  cr_log_info("device 0: %s, %zu MiB, granularity %zu KiB, %d device(s)", p.name,
+              p.total_bytes >> 20, p.granularity >> 10, n);
+  gpu = (gpu_t){p.granularity, p.total_bytes};
+}
+
+/* $(BUILD)/tests/fake/libcuda.so.1, beside this test binary. */
+static const char *fake_path(char *buf, size_t cap) {
+  ssize_t n = readlink("/proc/self/exe", buf, cap - 32);
+  cr_assert_gt(n, 0);
+  buf[n] = 0;
+  strcpy(strrchr(buf, '/') + 1, "fake/libcuda.so.1");
+  return buf;
+}
+
+/* Loads the fake driver by path; the backend's dlopen("libcuda.so.1") then
+ * finds it by its soname. */
+static void load_fake(void) {
+  char path[4096];
+  fake_path(path, sizeof path);
+  if (access(path, R_OK) != 0) cr_skip_test("the fake driver %s is not built", path);
+  fake_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  cr_assert_not_null(fake_lib, "%s", dlerror());
+}
+
+static unsigned long fake_calls(void) {
+  unsigned long (*fn)(void) = (unsigned long (*)(void))dlsym(fake_lib, "fake_cuda_calls");
+  cr_assert_not_null(fn);
+  return fn();
+}
+
+static int fake_int(const char *probe, int arg) {
+  int (*fn)(int) = (int (*)(int))dlsym(fake_lib, probe);
+  cr_assert_not_null(fn, "%s", probe);
+  return fn(arg);
+}
+
+/* One body, two suites: on a real GPU and on the fake driver. */
+#define SMOKE(name)                                        \
+  static void name(void);                                  \
+  Test(cuda_gpu, name) { start_driver("GPU"); name(); }    \
+  Test(cuda_fake, name) { load_fake(); start_driver("fake-driver"); name(); } \
+  static void name(void)
+
+SMOKE(devices_and_contexts) {
+  int n = 0, dev = -1;
+  cr_assert_eq(be->device_count(&n), 0);
+  cr_assert_eq(be->get_device(&dev), 0);       /* no context yet: device 0's primary */
+  cr_assert_eq(dev, 0);
+  cr_assert_eq(be->set_device(n - 1), 0);
+  cr_assert_eq(be->get_device(&dev), 0);
+  cr_assert_eq(dev, n - 1);
+  cr_assert_eq(be->set_device(n), CUDA_ERROR_INVALID_DEVICE);
+  cr_assert_eq(be->set_device(-1), CUDA_ERROR_INVALID_DEVICE);
+  ca_device_props_t p;
+  cr_assert_eq(be->device_props(n, &p), CUDA_ERROR_INVALID_DEVICE);
+  size_t fr, tot;
+  cr_assert_eq(be->mem_info(n, &fr, &tot), CUDA_ERROR_INVALID_DEVICE);
+  cr_assert_eq(be->mem_info(0, &fr, &tot), 0, "device 0 while device %d is current", n - 1);
+  cr_assert_eq(be->get_device(&dev), 0);
+  cr_assert_eq(dev, n - 1, "a call on device 0 changed the current device");
+  cr_assert_eq(be->init(), 0, "init is idempotent");
+}
+
+SMOKE(reserve_create_map_access_unmap_release) {
+  size_t free0, free1, free2, total;
+  size_t size = 32 * gpu.gran, vsize = 64 * gpu.gran;
+  cr_assert_eq(be->mem_info(0, &free0, &total), 0);
+  cr_assert_leq(free0, total);
+  cr_assert(total <= gpu.total && total >= gpu.total / 10 * 9, "mem_info total %zu, device %zu", total,
+            gpu.total);
+
+  uintptr_t va = 0;
+  ca_phys_t h = 0;
+  cr_assert_eq(be->reserve(0, vsize, &va), 0);
+  cr_assert_eq(va % gpu.gran, 0);
+  cr_assert_eq(be->create(0, size, &h), 0);
+  cr_assert_eq(be->mem_info(0, &free1, &total), 0);
+  cr_assert_leq(free1 + size / 2, free0, "free memory did not drop: %zu -> %zu", free0, free1);
+  cr_assert_eq(be->map(va, size, h, 0), 0);
+  cr_assert_eq(be->set_access(0, va, size), 0);
+  cr_assert_eq(be->device_sync(0), 0);
+  cr_assert_eq(be->unmap(va, size), 0);
+  cr_assert_eq(be->release(h), 0);
+  cr_assert_eq(be->va_free(va, vsize), 0);
+  cr_assert_eq(be->mem_info(0, &free2, &total), 0);
+  cr_assert_geq(free2, free1 + size / 2, "free memory did not come back: %zu -> %zu", free1, free2);
+  cr_log_info("free: %zu MiB, after create %zu MiB, after release %zu MiB", free0 >> 20,
+              free1 >> 20, free2 >> 20);
+}
+
+/* set_access may cover several maps at once (the core batches it). */
+SMOKE(access_spans_adjacent_maps) {
+  uintptr_t va;
+  ca_phys_t a, b;
+  cr_assert_eq(be->reserve(0, 4 * gpu.gran, &va), 0);
+  cr_assert_eq(be->create(0, gpu.gran, &a), 0);
+  cr_assert_eq(be->create(0, 2 * gpu.gran, &b), 0);
+  cr_assert_eq(be->map(va, gpu.gran, a, 0), 0);
+  cr_assert_eq(be->map(va + gpu.gran, 2 * gpu.gran, b, 0), 0);
+  cr_assert_eq(be->set_access(0, va, 3 * gpu.gran), 0);
+  cr_assert_eq(be->unmap(va, 3 * gpu.gran), 0, "one unmap over two adjacent maps");
+  cr_assert_eq(be->release(a), 0);
+  cr_assert_eq(be->release(b), 0);
+  cr_assert_eq(be->va_free(va, 4 * gpu.gran), 0);
+}
+
+/* Compares one answer of the driver with what backend.h promises; every
+ * difference is logged, so that one run on a GPU lists them all. */
+#define EXPECT_CODE(call, want, rule)                                              \
+  do {                                                                             \
+    CUresult got_ = (call);                                                        \
+    if (got_ != (want)) {                                                          \
+      cr_log_error("%s: the driver returned %d, backend.h promises %d", rule, got_, want); \
+      mismatches++;                                                                \
+    }                                                                              \
+  } while (0)
+
+/* The codes backend.h promises for broken rules, as the driver answers. */
+SMOKE(broken_rules_return_the_documented_codes) {
+  const CUresult INVAL = CUDA_ERROR_INVALID_VALUE;
+  const size_t g = gpu.gran;
+  int mismatches = 0;
+  uintptr_t va, other;
+  ca_phys_t h, h2;
+  EXPECT_CODE(be->reserve(0, g + g / 2, &other), INVAL, "reserve of a partial page");
+  EXPECT_CODE(be->create(0, g / 2, &h), INVAL, "create of a partial page");
+  cr_assert_eq(be->reserve(0, 4 * g, &va), 0);
+  cr_assert_eq(be->create(0, 2 * g, &h), 0);
+  EXPECT_CODE(be->map(va, g, h, g / 2), INVAL, "map at a misaligned offset");
+  EXPECT_CODE(be->map(va, 4 * g, h, 0), INVAL, "map beyond the end of the handle");
+  cr_assert_eq(be->map(va, 2 * g, h, 0), 0);
+  EXPECT_CODE(be->map(va + g, g, h, 0), INVAL, "map over a mapping");
+  EXPECT_CODE(be->unmap(va, g), INVAL, "unmap of half a mapping");
+  EXPECT_CODE(be->set_access(0, va, 3 * g), INVAL, "set_access beyond the mapped range");
+  cr_assert_eq(be->set_access(0, va, 2 * g), 0);
+  /* The driver defers the release of a mapped handle until its unmap. */
+  cr_assert_eq(be->create(0, g, &h2), 0);
+  cr_assert_eq(be->map(va + 2 * g, g, h2, 0), 0);
+  EXPECT_CODE(be->release(h2), CUDA_SUCCESS, "release of a mapped handle (deferred)");
+  EXPECT_CODE(be->unmap(va + 2 * g, g), CUDA_SUCCESS, "unmap after a deferred release");
+  EXPECT_CODE(be->unmap(va, 2 * g), CUDA_SUCCESS, "unmap of the whole mapping");
+  EXPECT_CODE(be->release(h), CUDA_SUCCESS, "release");
+  EXPECT_CODE(be->va_free(va, 4 * g), CUDA_SUCCESS, "va_free");
+  cr_assert_eq(mismatches, 0, "%d answers of the driver differ from backend.h (listed above)", mismatches);
+}
+
+SMOKE(events_and_streams) {
+  ca_event_t ev;
+  int capturing = -1;
+  cr_assert_eq(be->event_create(0, &ev), 0);
+  cr_assert_eq(be->event_record(ev, CA_STREAM_LEGACY), 0);
+  CUresult q = be->event_query(ev);
+  cr_assert(q == CUDA_SUCCESS || q == CUDA_ERROR_NOT_READY, "query returned %d", q);
+  cr_assert_eq(be->event_sync(ev), 0);
+  cr_assert_eq(be->event_query(ev), 0);
+  cr_assert_eq(be->event_record(ev, CA_STREAM_PER_THREAD), 0);
+  cr_assert_eq(be->event_record(ev, NULL), 0);
+  cr_assert_eq(be->stream_sync(NULL), 0);
+  cr_assert_eq(be->stream_sync(CA_STREAM_LEGACY), 0);
+  cr_assert_eq(be->stream_sync(CA_STREAM_PER_THREAD), 0);
+  cr_assert_eq(be->event_query(ev), 0);
+  cr_assert_eq(be->is_capturing(NULL, &capturing), 0);
+  cr_assert_eq(capturing, 0);
+  cr_assert_eq(be->is_capturing(CA_STREAM_PER_THREAD, &capturing), 0);
+  cr_assert_eq(capturing, 0);
+  cr_assert_eq(be->event_destroy(ev), 0);
+  cr_assert_eq(be->device_sync(0), 0);
+}
+
+typedef CUresult (*ctx_get_current_fn)(CUcontext *);
+
+/* In a fresh thread: one device call, then the thread's current context. */
+static void *fresh_thread(void *arg) {
+  size_t fr, tot;
+  ca_event_t ev;
+  CUcontext cur = (CUcontext)0x1;
+  CUresult *rc = arg;
+  rc[0] = ca_backend_cuda.mem_info(0, &fr, &tot);
+  if (rc[0] == CUDA_SUCCESS) rc[0] = ca_backend_cuda.event_create(0, &ev);
+  if (rc[0] == CUDA_SUCCESS) rc[0] = ca_backend_cuda.event_destroy(ev);
+  void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  ctx_get_current_fn get = lib ? (ctx_get_current_fn)dlsym(lib, "cuCtxGetCurrent") : NULL;
+  rc[1] = get ? get(&cur) : CUDA_ERROR_NOT_FOUND;
+  rc[2] = cur == NULL ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+  return NULL;
+}
+
+/* A thread with no context: the device's context is pushed for the call and
+ * popped after it, leaving the thread as it was. */
+SMOKE(a_thread_without_context_is_left_without_one) {
+  pthread_t th;
+  CUresult rc[3] = {CUDA_ERROR_UNKNOWN, CUDA_ERROR_UNKNOWN, CUDA_ERROR_UNKNOWN};
+  pthread_create(&th, NULL, fresh_thread, rc);
+  pthread_join(th, NULL);
+  cr_assert_eq(rc[0], 0, "device calls from a fresh thread: %d", rc[0]);
+  cr_assert_eq(rc[1], 0, "cuCtxGetCurrent: %d", rc[1]);
+  cr_assert_eq(rc[2], 0, "the backend left a context current on the thread");
+}
+
+// ----------------------------------------------------------------------------
+// The fake driver only: paths a real GPU cannot show on demand
+// ----------------------------------------------------------------------------
+
+Test(cuda_fake, a_failing_cuInit_is_reported_with_the_drivers_code) {
+  setenv("FAKE_CUDA_INIT_FAIL", "1", 1);
+  load_fake();
+  char err[4096];
+  cr_assert_eq(init_captured(err, sizeof err), CUDA_ERROR_NO_DEVICE);
+  cr_assert_eq(count_lines(err), 1, "%s", err);
+  cr_assert_not_null(strstr(err, "cuInit failed with CUDA_ERROR_NO_DEVICE (100)"), "%s", err);
+  cr_assert_not_null(strstr(err, "CUDALLOC_CONF=backend:sim"), "%s", err);
+  assert_every_entry_refuses();
+}
+
+Test(cuda_fake, a_missing_entry_point_is_named) {
+  setenv("FAKE_CUDA_MISSING", "cuMemCreate", 1);
+  load_fake();
+  char err[4096];
+  cr_assert_neq(init_captured(err, sizeof err), CUDA_SUCCESS);
+  cr_assert_eq(count_lines(err), 1, "%s", err);
+  cr_assert_not_null(strstr(err, "does not provide cuMemCreate"), "%s", err);
+  assert_every_entry_refuses();
+}
+
+/* The exit path and the fork child must not reach the driver. */
+Test(cuda_fake, abandon_makes_no_driver_call) {
+  load_fake();
+  start_driver("fake-driver");
+  int dev;
+  cr_assert_eq(be->get_device(&dev), 0);
+  unsigned long before = fake_calls();
+  be->abandon();
+  assert_every_entry_refuses();
+  cr_assert_eq(fake_calls(), before, "%lu driver calls after abandon()", fake_calls() - before);
+  cr_assert_eq(be->init(), 0, "init after abandon starts again");
+  cr_assert_eq(be->get_device(&dev), 0);
+}
+
+static void *busy_thread(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 200; i++) {
+    size_t fr, tot;
+    ca_event_t ev;
+    int dev;
+    if (ca_backend_cuda.mem_info(i & 1, &fr, &tot) || ca_backend_cuda.event_create(i & 1, &ev) ||
+        ca_backend_cuda.event_destroy(ev) || ca_backend_cuda.get_device(&dev) || dev != 0)
+      return (void *)1;
+  }
+  return NULL;
+}
+
+/* Each primary context is retained once, however many threads race for it. */
+Test(cuda_fake, primary_contexts_are_retained_once) {
+  load_fake();
+  start_driver("fake-driver");
+  pthread_t th[8];
+  void *res;
+  for (int i = 0; i < 8; i++) pthread_create(&th[i], NULL, busy_thread, NULL);
+  for (int i = 0; i < 8; i++) {
+    pthread_join(th[i], &res);
+    cr_assert_null(res, "a device call failed in thread %d", i);
+  }
+  cr_assert_eq(fake_int("fake_cuda_retains", 0), 1);
+  cr_assert_eq(fake_int("fake_cuda_retains", 1), 1);
+  cr_assert_eq(fake_int("fake_cuda_live_handles", 0), 0);
+}
+
+/* The common case costs no push: the device's context is already current. */
+Test(cuda_fake, no_push_when_the_context_is_current) {
+  load_fake();
+  start_driver("fake-driver");
+  size_t fr, tot;
+  uintptr_t va;
+  ca_phys_t h;
+  ca_event_t ev;
+  cr_assert_eq(be->set_device(0), 0);
+  int before = fake_int("fake_cuda_pushes", 0);
+  cr_assert_eq(be->mem_info(0, &fr, &tot), 0);
+  cr_assert_eq(be->reserve(0, gpu.gran, &va), 0);
+  cr_assert_eq(be->create(0, gpu.gran, &h), 0);
+  cr_assert_eq(be->map(va, gpu.gran, h, 0), 0);
+  cr_assert_eq(be->set_access(0, va, gpu.gran), 0);
+  cr_assert_eq(be->event_create(0, &ev), 0);
+  cr_assert_eq(be->device_sync(0), 0);
+  cr_assert_eq(fake_int("fake_cuda_pushes", 0), before, "a push although device 0 is current");
+  cr_assert_eq(be->mem_info(1, &fr, &tot), 0);
+  cr_assert_eq(fake_int("fake_cuda_pushes", 0), before + 1, "device 1 needs its context pushed");
+  cr_assert_eq(be->event_destroy(ev), 0);
+  cr_assert_eq(be->unmap(va, gpu.gran), 0);
+  cr_assert_eq(be->release(h), 0);
+  cr_assert_eq(be->va_free(va, gpu.gran), 0);
+}

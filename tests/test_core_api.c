@@ -1,0 +1,229 @@
+/* The public API on the simulated device: results, bad input, statistics,
+ * and that the invariant checker notices a corrupted allocator. */
+#include "core_testing.h"
+
+TestSuite(core_api, .fini = cudalloc_shutdown);
+
+Test(core_api, allocates_writable_memory_and_frees_it) {
+  core_start(NULL);
+  void *p = NULL;
+  cr_assert_eq(cudalloc_malloc(&p, 1000, 0), cudaSuccess);
+  cr_assert_not_null(p);
+  cr_assert_eq((uintptr_t)p % 512, 0, "blocks are 512-byte aligned");
+  memset(p, 0xab, 1000);
+  cudalloc_stats_t s = stats0();
+  cr_assert_eq(s.requested_bytes.current, 1000);
+  cr_assert_eq(s.allocated_bytes.current, 1024);
+  cr_assert_eq(s.num_live_blocks.current, 1);
+  CHECK_CONSISTENT();
+  cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
+  s = stats0();
+  cr_assert_eq(s.allocated_bytes.current, 0);
+  cr_assert_eq(s.num_frees.total, 1);
+  CHECK_CONSISTENT();
+}
+
+Test(core_api, size_zero_succeeds_with_null_that_frees) {
+  core_start(NULL);
+  void *p = (void *)0x1;
+  cr_assert_eq(cudalloc_malloc(&p, 0, 0), cudaSuccess);
+  cr_assert_null(p, "size 0 gives NULL, as cudaMalloc does");
+  cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
+  cr_assert_eq(cudalloc_free(NULL, 0), cudaSuccess);
+  CHECK_CONSISTENT();
+}
+
+Test(core_api, null_out_pointer_is_invalid_value) {
+  core_start(NULL);
+  cr_assert_eq(cudalloc_malloc(NULL, 64, 0), cudaErrorInvalidValue);
+  CHECK_CONSISTENT();
+}
+
+Test(core_api, absurd_sizes_are_allocation_errors, .init = cr_redirect_stderr) {
+  core_start("sim_capacity_mb:64");
+  void *p = NULL;
+  cr_assert_eq(cudalloc_malloc(&p, SIZE_MAX, 0), cudaErrorMemoryAllocation);
+  cr_assert_eq(cudalloc_malloc(&p, SIZE_MAX / 2 + 1, 0), cudaErrorMemoryAllocation);
+  cr_assert_eq(cudalloc_malloc(&p, 65 * MiB, 0), cudaErrorMemoryAllocation);
+  cr_assert_eq(stats0().num_ooms.total, 3);
+  cr_assert_eq(stats0().allocated_bytes.current, 0);
+  CHECK_CONSISTENT();
+  /* Still usable afterwards. */
+  cr_assert_eq(cudalloc_malloc(&p, MiB, 0), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
+  const char *err = captured_stderr();
+  cr_assert(strstr(err, "out of memory on device 0"), "an out-of-memory report was printed:\n%s", err);
+}
+
+Test(core_api, foreign_pointer_is_rejected_and_changes_nothing) {
+  core_start(NULL);
+  void *p;
+  cr_assert_eq(cudalloc_malloc(&p, 4096, 0), cudaSuccess);
+  int on_stack;
+  cr_assert_eq(cudalloc_free_sync(&on_stack), cudaErrorInvalidValue);
+  cr_assert_eq(cudalloc_free(&on_stack, 0), cudaErrorInvalidValue);
+  cr_assert_eq(ca_free_sync(&on_stack), CUDA_ERROR_NOT_FOUND, "the shim passes such pointers to the real free");
+  cr_assert_not(cudalloc_owns(&on_stack));
+  cr_assert(cudalloc_owns(p));
+  cr_assert_eq(stats0().num_live_blocks.current, 1);
+  CHECK_CONSISTENT();
+}
+
+Test(core_api, double_free_is_reported_once_and_corrupts_nothing, .init = cr_redirect_stderr) {
+  core_start(NULL);
+  void *p, *q;
+  cr_assert_eq(cudalloc_malloc(&p, 4096, 0), cudaSuccess);
+  cr_assert_eq(cudalloc_malloc(&q, 4096, 0), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync(p), cudaErrorInvalidValue);
+  cr_assert_eq(stats0().num_bad_frees.total, 1);
+  cr_assert_eq(stats0().num_live_blocks.current, 1);
+  CHECK_CONSISTENT();
+  const char *err = captured_stderr();
+  cr_assert_eq(count_of(err, "double free"), 1, "one line names the double free:\n%s", err);
+}
+
+Test(core_api, interior_pointer_free_is_rejected, .init = cr_redirect_stderr) {
+  core_start(NULL);
+  char *p;
+  cr_assert_eq(cudalloc_malloc((void **)&p, 8192, 0), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync(p + 512), cudaErrorInvalidValue);
+  cr_assert_eq(stats0().num_live_blocks.current, 1, "the block is still live");
+  cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
+  CHECK_CONSISTENT();
+}
+
+Test(core_api, address_range_reports_the_block_asked_for) {
+  core_start(NULL);
+  char *p;
+  cr_assert_eq(cudalloc_malloc((void **)&p, 10000, 0), cudaSuccess);
+  void *base = NULL;
+  size_t size = 0;
+  cr_assert_eq(cudalloc_get_address_range(p + 777, &base, &size), cudaSuccess);
+  cr_assert_eq(base, p);
+  cr_assert_eq(size, 10000);
+  cr_assert_eq(cudalloc_get_address_range(p, &base, &size), cudaSuccess);
+  cr_assert_eq(base, p);
+  cudalloc_free_sync(p);
+  cr_assert_eq(cudalloc_get_address_range(p, &base, &size), cudaErrorInvalidValue, "a freed block has no range");
+}
+
+Test(core_api, empty_cache_gives_every_free_page_back) {
+  core_start(NULL);
+  void *p[8];
+  for (int i = 0; i < 8; i++) cr_assert_eq(cudalloc_malloc(&p[i], 3 * MiB, 0), cudaSuccess);
+  for (int i = 0; i < 8; i++) cudalloc_free_sync(p[i]);
+  cr_assert_gt(stats0().reserved_bytes.current, 0);
+  cr_assert_eq(cudalloc_empty_cache(), cudaSuccess);
+  cr_assert_eq(stats0().reserved_bytes.current, 0);
+  cr_assert_eq(ca_sim_physical_used(0), 0, "the simulated device holds no page");
+  CHECK_CONSISTENT();
+}
+
+Test(core_api, mem_get_info_counts_the_cache_as_free) {
+  core_start("sim_capacity_mb:256");
+  size_t free0, total;
+  cr_assert_eq(ca_mem_get_info(0, &free0, &total), CUDA_SUCCESS);
+  cr_assert_eq(total, 256 * MiB);
+  cr_assert_eq(free0, total);
+  void *p;
+  cr_assert_eq(cudalloc_malloc(&p, 64 * MiB, 0), cudaSuccess);
+  size_t free1;
+  ca_mem_get_info(0, &free1, &total);
+  cr_assert_eq(free1, total - 64 * MiB);
+  cudalloc_free_sync(p);
+  size_t free2;
+  ca_mem_get_info(0, &free2, &total);
+  cr_assert_eq(free2, total, "freed memory is cached but reported free");
+  cr_assert_gt(stats0().reserved_bytes.current, 0, "and it is still cached");
+}
+
+Test(core_api, stats_peaks_and_reset) {
+  core_start(NULL);
+  void *a, *b;
+  cudalloc_malloc(&a, 4 * MiB, 0);
+  cudalloc_malloc(&b, 4 * MiB, 0);
+  cudalloc_free_sync(b);
+  cudalloc_stats_t s = stats0();
+  cr_assert_eq(s.allocated_bytes.peak, 8 * MiB);
+  cr_assert_eq(s.allocated_bytes.current, 4 * MiB);
+  cr_assert_eq(s.allocated_bytes.total, 8 * MiB);
+  cr_assert_geq(s.reserved_bytes.peak, 8 * MiB);
+  cudalloc_reset_peaks();
+  cr_assert_eq(stats0().allocated_bytes.peak, 4 * MiB);
+  cudalloc_free_sync(a);
+}
+
+Test(core_api, print_stats_writes_a_table) {
+  core_start(NULL);
+  void *a;
+  cudalloc_malloc(&a, 4 * MiB, 0);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  cudalloc_print_stats(f);
+  fclose(f);
+  cr_assert(strstr(buf, "allocated_bytes") && strstr(buf, "4.00 MiB"), "table:\n%s", buf);
+  free(buf);
+  cudalloc_free_sync(a);
+}
+
+Test(core_api, report_lists_leaks_by_call_site) {
+  core_start(NULL);
+  void *a, *b;
+  cudalloc_malloc(&a, 3000, 0);
+  cudalloc_malloc(&b, 5000, 0);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  cudalloc_report(f);
+  fclose(f);
+  cr_assert(strstr(buf, "LEAK SUMMARY: 8000 bytes leaked in 2 allocations"), "report:\n%s", buf);
+  cr_assert_eq(count_of(buf, "Host Frame: "), 2, "two call sites, each with its frame:\n%s", buf);
+  cr_assert_null(strstr(buf, "not recorded"), "every block knows its call site:\n%s", buf);
+  free(buf);
+}
+
+Test(core_api, init_without_a_driver_fails_cleanly, .init = cr_redirect_stderr) {
+  if (test_on_cuda()) cr_skip_test("a driver is present");
+  cr_assert_neq(cudalloc_init("backend:cuda"), cudaSuccess);
+  void *p = (void *)1;
+  cr_assert_neq(cudalloc_malloc(&p, 64, 0), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync((void *)0x1000), cudaErrorInvalidValue);
+}
+
+/* The checker must be able to fail: corrupt the state behind its back. */
+Test(core_api, checker_catches_wrong_stats, .init = cr_redirect_stderr) {
+  core_start(NULL);
+  void *p;
+  cudalloc_malloc(&p, 4096, 0);
+  CHECK_CONSISTENT();
+  dev0()->stats.allocated_bytes.current += 512;
+  cr_assert_neq(cudalloc_check(), 0);
+  dev0()->stats.allocated_bytes.current -= 512;
+  CHECK_CONSISTENT();
+}
+
+Test(core_api, checker_catches_broken_tiling, .init = cr_redirect_stderr) {
+  core_start(NULL);
+  void *p;
+  cudalloc_malloc(&p, 4096, 0);
+  ca_block_t *b = ca_ptrmap_get(&dev0()->live, (uintptr_t)p);
+  b->size += 512;
+  cr_assert_neq(cudalloc_check(), 0);
+  b->size -= 512;
+  CHECK_CONSISTENT();
+}
+
+Test(core_api, checker_catches_a_live_block_on_an_unmapped_page, .init = cr_redirect_stderr) {
+  core_start(NULL);
+  void *p;
+  cudalloc_malloc(&p, 4 * MiB, 0);
+  ca_block_t *b = ca_ptrmap_get(&dev0()->live, (uintptr_t)p);
+  ca_segment_t *seg = b->seg;
+  size_t page = (b->addr - seg->base) / dev0()->page;
+  seg->mapped[page / 64] &= ~(1ull << (page % 64));
+  cr_assert_neq(cudalloc_check(), 0);
+  seg->mapped[page / 64] |= 1ull << (page % 64);
+  CHECK_CONSISTENT();
+}
