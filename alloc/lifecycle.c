@@ -69,13 +69,14 @@ void cudalloc_shutdown(void) {
   pthread_mutex_unlock(&init_lock);
 }
 
-static ca_state_t abandoned;   /* a fork child's view of its parent's state */
+/* In a fork child, the parent's devices: kept reachable, never touched. */
+static ca_device_t *volatile abandoned[CA_MAX_DEVICES];
 
 void ca_fork_child(void) {
   /* Another thread may have held a lock at fork(): touch none of them.
    * The parent's device state is not ours to use: keep it reachable (so
    * that it is not reported as a leak) but never touch it again. */
-  abandoned = ca_state;
+  for (int i = 0; i < CA_MAX_DEVICES; i++) abandoned[i] = ca_state.devices[i];
   if (ca_state.be) ca_state.be->abandon();
   drop_devices(false);
   memset(&ca_state, 0, sizeof ca_state);

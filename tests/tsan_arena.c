@@ -10,7 +10,7 @@
  * binaries calls rand_r. */
 #include <stdlib.h>
 
-int rand_r(unsigned int *seed) {
+__attribute__((visibility("default"))) int rand_r(unsigned int *seed) {
   static unsigned int next;
   (void)seed;
   return (int)(0x360000u + __atomic_fetch_add(&next, 1u, __ATOMIC_RELAXED) % 0x10000u);

@@ -25,6 +25,8 @@ static int child(void) {
   CHECK(pattern_ok(back, SIZE, 77));
   CHECK(live_blocks() == 1 || live_blocks() == -1);
   CUDA_OK(cudaFree(q));
+  free(host);
+  free(back);
   printf("fork: child ok\n");
   return 0;
 }
@@ -44,7 +46,11 @@ int main(void) {
 
   pid_t pid = fork();
   CHECK(pid >= 0);
-  if (pid == 0) exit(child());
+  if (pid == 0) {
+    free(host);
+    free(back);
+    exit(child());
+  }
   int status = 0;
   CHECK(waitpid(pid, &status, 0) == pid);
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -54,6 +60,8 @@ int main(void) {
   CHECK(pattern_ok(back, SIZE, 5));
   for (int i = 0; i < 3; i++) CUDA_OK(cudaFree(p[i]));
   CHECK(live_blocks() == 0 || live_blocks() == -1);
+  free(host);
+  free(back);
   printf("fork: ok\n");
   return 0;
 }
