@@ -43,18 +43,6 @@ cudaError_t cudalloc_get_address_range(const void *ptr, void **base, size_t *siz
   return ca_cuda_error(ca_address_range(ptr, base, size));
 }
 
-/* Calls fn on every device that has been set up, with its lock held. */
-static void each_device(void (*fn)(ca_device_t *, void *), void *arg) {
-  if (!ca_ready()) return;
-  for (int i = 0; i < ca_state.ndevices; i++) {
-    ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
-    if (!d) continue;
-    pthread_mutex_lock(&d->lock);
-    if (d->ready) fn(d, arg);
-    pthread_mutex_unlock(&d->lock);
-  }
-}
-
 static void empty_device(ca_device_t *d, void *arg) {
   (void)arg;
   ca_fences_seal(d);
@@ -64,7 +52,7 @@ static void empty_device(ca_device_t *d, void *arg) {
 
 cudaError_t cudalloc_empty_cache(void) {
   CUresult rc = ca_init(NULL);
-  if (!rc) each_device(empty_device, NULL);
+  if (!rc) ca_each_device(empty_device, NULL);
   return ca_cuda_error(rc);
 }
 
@@ -76,7 +64,7 @@ static void check_device(ca_device_t *d, void *arg) {
 
 int cudalloc_check(void) {
   int worst = 0;
-  each_device(check_device, &worst);
+  ca_each_device(check_device, &worst);
   return worst;
 }
 
@@ -86,7 +74,7 @@ static void step_device(ca_device_t *d, void *arg) {
   ca_fences_poll(d);
 }
 
-void cudalloc_step(void) { each_device(step_device, NULL); }
+void cudalloc_step(void) { ca_each_device(step_device, NULL); }
 
 cudaError_t cudalloc_get_stats(int device, cudalloc_stats_t *out) {
   if (!out) return cudaErrorInvalidValue;
@@ -109,7 +97,7 @@ static void reset_peaks(ca_device_t *d, void *arg) {
 #undef CA_RESET_PEAK
 }
 
-void cudalloc_reset_peaks(void) { each_device(reset_peaks, NULL); }
+void cudalloc_reset_peaks(void) { ca_each_device(reset_peaks, NULL); }
 
 void cudalloc_print_stats(FILE *f) { ca_stats_print(f ? f : stderr); }
 

@@ -20,7 +20,10 @@
  *   that a core which relies on the deferral is caught). Each of these
  *   mistakes returns CUDA_ERROR_INVALID_VALUE otherwise.
  * - Streams are the driver's handles: NULL and (void *)0x1 name the legacy
- *   default stream, (void *)0x2 the per-thread default stream.
+ *   default stream, (void *)0x2 the per-thread default stream. An unknown
+ *   stream or event, or an event used with a stream of another device,
+ *   returns CUDA_ERROR_INVALID_HANDLE; a bad device ordinal,
+ *   CUDA_ERROR_INVALID_DEVICE.
  * - Event queries return 0 when complete and CUDA_ERROR_NOT_READY otherwise.
  */
 #ifndef CUDALLOC_BACKEND_H
@@ -81,11 +84,15 @@ int ca_backend_op_from_name(const char *name, size_t len);
 typedef struct ca_backend_s {
   const char *name;
 
-  /* Starts the backend; idempotent. Fails with CUDA_ERROR_NOT_INITIALIZED
-   * (and one line on stderr) when the device cannot be reached. */
+  /* Starts the backend; idempotent. When the device cannot be reached it
+   * prints one line on stderr and fails: CUDA_ERROR_NOT_INITIALIZED when
+   * there is no driver to load, else the driver's own code (cuInit's). A
+   * failure is remembered and returned again, silently. Every other entry
+   * returns CUDA_ERROR_NOT_INITIALIZED until init has succeeded. */
   CUresult (*init)(void);
   /* Forgets every device object without calling the device: the state
-   * after fork() in the child, or after the driver has gone at exit. */
+   * after fork() in the child, or after the driver has gone at exit. Until
+   * the next init, every entry returns CUDA_ERROR_NOT_INITIALIZED. */
   void (*abandon)(void);
 
   /* -- devices ------------------------------------------------------------ */
@@ -117,7 +124,8 @@ typedef struct ca_backend_s {
   CUresult (*event_destroy)(ca_event_t event);
   CUresult (*stream_sync)(ca_stream_t stream);
   CUresult (*device_sync)(int dev);
-  /* *capturing = 1 while the stream is being captured into a graph. */
+  /* *capturing = 1 while the stream is being captured into a graph, also
+   * when a global-mode capture elsewhere makes using it illegal. */
   CUresult (*is_capturing)(ca_stream_t stream, int *capturing);
 } ca_backend_t;
 

@@ -15,7 +15,23 @@
  * waits for it (event, stream or device synchronize: waiting is what lets
  * simulated time pass). An event recorded on the legacy default stream also
  * waits for the work recorded before it on every blocking stream of its
- * device, as the legacy stream does on a GPU.
+ * device, as the legacy stream does on a GPU; blocking and per-thread
+ * streams in turn wait for earlier legacy work. Completing a piece of work
+ * completes everything it waited for. A destroyed stream's pending work
+ * stays pending (and still orders the legacy stream). Switching back to
+ * auto mode completes whatever is pending.
+ *
+ * Stricter than the driver, so that a careless core is caught: set_access
+ * must cover whole mappings (several are fine, part of one is not), and a
+ * mapped handle cannot be released (CUDA_ERROR_ILLEGAL_STATE). As the
+ * driver: synchronizing a capturing stream (or a device with one) returns
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; an event recorded during a capture
+ * returns CUDA_ERROR_CAPTURED_EVENT when queried or waited for.
+ *
+ * Faults: a rate for every op (op = CA_OP_COUNT) spares init, so that the
+ * device always starts; each op draws from its own generator, seeded from
+ * the seed and the op. ca_sim_shutdown and abandon reset every counter and
+ * control; the configuration's settings apply again at the next init.
  */
 #ifndef CUDALLOC_BACKEND_SIM_H
 #define CUDALLOC_BACKEND_SIM_H

@@ -132,6 +132,17 @@ ca_device_t *ca_device_lock_owner(uintptr_t p) {
   return NULL;
 }
 
+void ca_each_device(void (*fn)(ca_device_t *, void *), void *arg) {
+  if (!ca_ready()) return;
+  for (int i = 0; i < ca_state.ndevices; i++) {
+    ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
+    if (!d) continue;
+    pthread_mutex_lock(&d->lock);
+    if (d->ready) fn(d, arg);
+    pthread_mutex_unlock(&d->lock);
+  }
+}
+
 static void free_page_cache(ca_device_t *d, bool call_backend) {
   for (size_t i = 0; call_backend && i < d->page_cache_count; i++) ca_state.be->release(d->page_cache[i]);
   free(d->page_cache);

@@ -288,6 +288,8 @@ CUresult ca_device_get(int ordinal, ca_device_t **out);
 ca_device_t *ca_device_lock_owner(uintptr_t ptr);
 void ca_device_teardown(ca_device_t *d, bool call_backend);
 CUresult ca_current_device(ca_device_t **out);
+/* Calls fn on every device that has been set up, with its lock held. */
+void ca_each_device(void (*fn)(ca_device_t *, void *), void *arg);
 /* A backend call counted in the device's stats. */
 #define CA_CALL(d, stat, expr) (ca_stat_add(&(d)->stats.stat, 1), (expr))
 

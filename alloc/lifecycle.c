@@ -121,14 +121,17 @@ void ca_stream_created(ca_stream_t stream, bool nonblocking) {
   pthread_mutex_unlock(&d->lock);
 }
 
-void ca_stream_destroyed(ca_stream_t stream) {
-  if (!ca_ready()) return;
-  for (int i = 0; i < ca_state.ndevices; i++) {
-    ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
-    if (!d) continue;
-    pthread_mutex_lock(&d->lock);
-    if (d->ready) ca_queue_stream_gone(d, ca_stream_normal(stream));
-    pthread_mutex_unlock(&d->lock);
+static void stream_gone(ca_device_t *d, void *stream) { ca_queue_stream_gone(d, stream); }
+
+void ca_stream_destroyed(ca_stream_t stream) { ca_each_device(stream_gone, ca_stream_normal(stream)); }
+
+/* Frees held during the capture now wait like cudaFree's. */
+static void release_held(ca_device_t *d, void *arg) {
+  (void)arg;
+  while (d->held.open.blocks) {
+    ca_block_t *b = d->held.open.blocks;
+    ca_queue_remove(d, b);
+    ca_queue_add(d, &d->epoch, b);
   }
 }
 
@@ -139,17 +142,5 @@ void ca_capture_end(void) {
   do {   /* an end without a begin we saw leaves the count at zero */
     if (n <= 0) return;
   } while (!__atomic_compare_exchange_n(&ca_state.captures, &n, n - 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
-  if (n > 1 || !ca_ready()) return;
-  /* Frees held during the capture now wait like cudaFree's. */
-  for (int i = 0; i < ca_state.ndevices; i++) {
-    ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
-    if (!d) continue;
-    pthread_mutex_lock(&d->lock);
-    while (d->held.open.blocks) {
-      ca_block_t *b = d->held.open.blocks;
-      ca_queue_remove(d, b);
-      ca_queue_add(d, &d->epoch, b);
-    }
-    pthread_mutex_unlock(&d->lock);
-  }
+  if (n == 1) ca_each_device(release_held, NULL);
 }

@@ -68,17 +68,6 @@ static size_t live_sites(ca_device_t *d, site_t **out) {
   return m;
 }
 
-/* Calls fn on each device that was set up, locked. */
-static void each_ready(void (*fn)(ca_device_t *, void *), void *arg) {
-  for (int i = 0; i < ca_state.ndevices; i++) {
-    ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
-    if (!d) continue;
-    pthread_mutex_lock(&d->lock);
-    if (d->ready) fn(d, arg);
-    pthread_mutex_unlock(&d->lock);
-  }
-}
-
 // ----------------------------------------------------------------------------
 // Leaks
 // ----------------------------------------------------------------------------
@@ -104,7 +93,7 @@ static void leaks_of(ca_device_t *d, void *arg) {
 }
 
 void ca_report_leaks(FILE *f) {
-  if (ca_ready()) each_ready(leaks_of, f);
+  if (ca_ready()) ca_each_device(leaks_of, f);
 }
 
 // ----------------------------------------------------------------------------
@@ -144,7 +133,7 @@ void ca_report_summary(FILE *f) {
   if (!ca_ready()) return;
   fprintf(f, "cudalloc: summary (backend %s, %s segments)\n", ca_state.be->name,
           ca_config.expandable_segments ? "expandable" : "classic");
-  each_ready(summary_of, f);
+  ca_each_device(summary_of, f);
 }
 
 // ----------------------------------------------------------------------------
@@ -243,7 +232,7 @@ void ca_report_write_files(void) {
   if ((f = open_report("-stats.json", path, sizeof path))) {
     json_t j = {f, 0};
     fprintf(f, "{\n  \"backend\": \"%s\",\n  \"devices\": [", ca_state.be->name);
-    each_ready(json_of, &j);
+    ca_each_device(json_of, &j);
     fprintf(f, "\n  ]\n}\n");
     fclose(f);
   }

@@ -67,18 +67,13 @@ static void print_device(FILE *f, ca_device_t *d, const cudalloc_stats_t *s) {
   fputs(rule, f);
 }
 
+static void print_one(ca_device_t *d, void *f) {
+  cudalloc_stats_t s;
+  ca_stats_snapshot(d, &s);
+  print_device(f, d, &s);
+}
+
 void ca_stats_print(FILE *f) {
-  if (!ca_ready()) {
-    fprintf(f, "cudalloc: not started\n");
-    return;
-  }
-  for (int i = 0; i < ca_state.ndevices; i++) {
-    ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
-    if (!d) continue;
-    cudalloc_stats_t s;
-    pthread_mutex_lock(&d->lock);
-    ca_stats_snapshot(d, &s);
-    pthread_mutex_unlock(&d->lock);
-    print_device(f, d, &s);
-  }
+  if (!ca_ready()) fprintf(f, "cudalloc: not started\n");
+  ca_each_device(print_one, f);
 }
