@@ -14,11 +14,29 @@
 
 #define MiB (1ull << 20)
 
-/* Starts cudalloc on the simulated device with conf appended. */
+/* Starts cudalloc on the simulated device with conf appended; with
+ * CUDALLOC_TEST_BACKEND=cuda (bench/gpu-check.sh) on the CUDA backend
+ * instead, dropping the sim_* settings: tests whose assertions need the
+ * simulation say so with SKIP_ON_CUDA before they start. */
 static inline void core_start(const char *conf) {
   char full[512];
-  snprintf(full, sizeof full, "backend:sim,%s", conf ? conf : "");
+  size_t n = (size_t)snprintf(full, sizeof full, "backend:%s", test_on_cuda() ? "cuda" : "sim");
+  for (const char *c = conf ? conf : ""; *c;) {
+    size_t len = strcspn(c, ",");
+    if (!(test_on_cuda() && strncmp(c, "sim_", 4) == 0))
+      n += (size_t)snprintf(full + n, sizeof full - n, ",%.*s", (int)len, c);
+    c += len + (c[len] == ',');
+  }
   cr_assert_eq(cudalloc_init(full), cudaSuccess, "cudalloc_init(\"%s\") failed", full);
+}
+
+/* A stream for a test: a new simulated stream, or on a GPU the per-thread
+ * default stream (the backend contract creates no streams). */
+static inline ca_stream_t test_stream(bool nonblocking) {
+  if (test_on_cuda()) return CA_STREAM_PER_THREAD;
+  ca_stream_t s;
+  cr_assert_eq(ca_sim_stream_create(&s, nonblocking), CUDA_SUCCESS);
+  return s;
 }
 
 static inline ca_device_t *dev0(void) { return ca_state.devices[0]; }

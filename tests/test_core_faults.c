@@ -3,7 +3,9 @@
  * leaks no physical handle. */
 #include "core_testing.h"
 
-TestSuite(core_faults, .fini = cudalloc_shutdown);
+/* Injected faults and a small capacity: simulated device only. */
+static void sim_only(void) { SKIP_ON_CUDA("injected faults and a small capacity"); }
+TestSuite(core_faults, .init = sim_only, .fini = cudalloc_shutdown);
 
 Test(core_faults, ladder_waits_for_pending_frees_before_failing) {
   core_start("sim_capacity_mb:16,sim_events:manual");
@@ -19,6 +21,7 @@ Test(core_faults, ladder_waits_for_pending_frees_before_failing) {
 }
 
 Test(core_faults, real_exhaustion_fails_with_consistent_stats, .init = cr_redirect_stderr) {
+  SKIP_ON_CUDA("a small capacity");
   core_start("sim_capacity_mb:32");
   void *a, *b, *c;
   cr_assert_eq(cudalloc_malloc(&a, 20 * MiB, 0), cudaSuccess);
@@ -33,6 +36,7 @@ Test(core_faults, real_exhaustion_fails_with_consistent_stats, .init = cr_redire
 }
 
 Test(core_faults, fragmentation_is_diagnosed, .init = cr_redirect_stderr) {
+  SKIP_ON_CUDA("a small capacity");
   core_start("sim_capacity_mb:32,expandable_segments:false");
   void *p[16];
   int n = 0;

@@ -26,6 +26,7 @@ static cudaError_t fragment_then_ask_big(void **live, int *nlive) {
 }
 
 Test(core_memory, classic_segments_fail_on_fragmentation, .init = cr_redirect_stderr) {
+  SKIP_ON_CUDA("its sizes assume the simulated capacity");
   core_start("sim_capacity_mb:64,expandable_segments:false");
   void *live[64];
   int n;
@@ -34,6 +35,7 @@ Test(core_memory, classic_segments_fail_on_fragmentation, .init = cr_redirect_st
 }
 
 Test(core_memory, expandable_segments_move_pages_out_of_holes) {
+  SKIP_ON_CUDA("its sizes assume the simulated capacity");
   core_start("sim_capacity_mb:64");
   void *live[64];
   int n;
@@ -101,6 +103,7 @@ Test(core_memory, memory_cap_is_a_clean_out_of_memory, .init = cr_redirect_stder
 }
 
 Test(core_memory, memory_fraction_caps_too, .init = cr_redirect_stderr) {
+  SKIP_ON_CUDA("its sizes assume the simulated capacity");
   core_start("sim_capacity_mb:256,memory_fraction:0.25");
   void *a;
   cr_assert_eq(cudalloc_malloc(&a, 65 * MiB, 0), cudaErrorMemoryAllocation);
@@ -178,6 +181,7 @@ Test(core_memory, classic_mode_sizes_segments_like_pytorch) {
 }
 
 Test(core_memory, devices_have_their_own_pools) {
+  SKIP_ON_CUDA("two simulated devices");
   core_start("sim_devices:2,sim_capacity_mb:64");
   void *a, *b;
   cr_assert_eq(cudalloc_malloc(&a, 40 * MiB, 0), cudaSuccess);

@@ -23,7 +23,7 @@ static volatile int done;
 
 static void *work(void *arg) {
   worker_t *w = arg;
-  ca_backend_sim.set_device(0);
+  if (ca_backend()) ca_backend()->set_device(0);
   unsigned char *mine[SLOTS] = {0};
   size_t sizes[SLOTS] = {0};
   for (int op = 0; op < OPS; op++) {
@@ -77,7 +77,7 @@ Test(core_threads, many_threads_allocate_and_free_at_once) {
   pthread_create(&obs, NULL, observe, &bad);
   for (int i = 0; i < THREADS; i++) {
     w[i] = (worker_t){.id = i + 1, .rng = 1000 + (uint64_t)i};
-    cr_assert_eq(ca_sim_stream_create(&w[i].stream, i % 2), CUDA_SUCCESS);
+    w[i].stream = test_stream(i % 2);
     ca_stream_created(w[i].stream, i % 2);
     pthread_create(&t[i], NULL, work, &w[i]);
   }
@@ -96,7 +96,7 @@ Test(core_threads, many_threads_allocate_and_free_at_once) {
 
 Test(core_threads, threads_start_the_allocator_together) {
   /* No cudalloc_init: the first calls race to start it from the environment. */
-  setenv("CUDALLOC_CONF", "backend:sim", 1);
+  setenv("CUDALLOC_CONF", test_on_cuda() ? "backend:cuda" : "backend:sim", 1);
   pthread_t t[THREADS];
   worker_t w[THREADS];
   for (int i = 0; i < THREADS; i++) {
