@@ -1,5 +1,7 @@
 # cudalloc
 #   make            libraries, header, pkg-config file, workload (and CUDA builds when nvcc exists)
+#   make run        the main job: 50 training steps of the multimodal workload on the
+#                   simulated device with libcudalloc.so preloaded, its memory report
 #   make test       the Criterion suite, the preload tests and the workload checks
 #   make test-asan  the same suite under AddressSanitizer + UBSan (build/asan)
 #   make test-tsan  the same suite under ThreadSanitizer (build/tsan)
@@ -40,7 +42,7 @@ LIB_A := $(BUILD)/libcudalloc.a
 HEADER := $(BUILD)/include/cudalloc.h
 PCFILE := $(BUILD)/cudalloc.pc
 
-.PHONY: all lib test test-asan test-tsan bench clean cuda
+.PHONY: all lib run deps test test-asan test-tsan bench clean cuda
 all: lib
 
 lib: $(LIB_SO) $(LIB_A) $(HEADER) $(PCFILE)
@@ -92,8 +94,20 @@ $(BUILD)/progs/%: tests/progs/%.c $(wildcard tests/progs/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) -Itests/progs $< -o $@ $(CUDART) $(LIBS)
 
-test: lib $(TEST_BINS) $(PROGS) $(TEST_DEPS)
+# The test dependencies (Criterion, jemalloc): installed with apt-get when
+# missing and allowed, else named.
+deps:
+	@tests/deps.sh
+
+test: deps
+	$(MAKE) lib $(TEST_BINS) $(PROGS) $(TEST_DEPS)
 	BUILD=$(BUILD) SAN=$(SAN) SAN_RUNTIME=$(SAN_RUNTIME) tests/run.sh
+
+REPORT := $(BUILD)/workload-report
+run: lib $(WORKLOAD)
+	CUDALLOC_CONF=backend:sim,report:$(REPORT) LD_PRELOAD=$(abspath $(LIB_SO)) \
+	  $(WORKLOAD) --steps 50 --svg $(BUILD)/workload-memory.svg
+	@echo "reports: $(REPORT)-leaks.txt (summary and leaks), $(REPORT)-stats.json (statistics)"
 
 test-asan:
 	$(MAKE) BUILD=build/asan SAN=asan test

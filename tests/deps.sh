@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Makes sure the test dependencies are there: Criterion (the test framework)
+# and jemalloc (the benchmarks' reference). Installs them with apt-get when
+# they are missing and this user may; otherwise says what to install.
+set -u
+need=()
+[ -f /usr/include/criterion/criterion.h ] || need+=(libcriterion-dev)
+[ -f /usr/include/jemalloc/jemalloc.h ] || need+=(libjemalloc-dev)
+[ ${#need[@]} -eq 0 ] && exit 0
+SUDO=
+[ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO=sudo
+if command -v apt-get >/dev/null 2>&1 && { [ "$(id -u)" -eq 0 ] || [ -n "$SUDO" ]; }; then
+  echo "installing ${need[*]}"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" && exit 0
+fi
+echo "missing test dependencies: ${need[*]} (apt-get install ${need[*]})" >&2
+exit 1
