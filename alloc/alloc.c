@@ -67,6 +67,7 @@ CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, void *caller) {
   ca_device_t *d;
   if ((rc = ca_current_device(&d))) return rc;
   stream = ca_stream_normal(stream);
+  void *site = ca_track_site(caller);   /* a backtrace is taken outside the lock */
   pthread_mutex_lock(&d->lock);
   ca_block_t *b = NULL;
   if (size > d->limit) rc = out_of_memory(d, size, CUDA_ERROR_OUT_OF_MEMORY);
@@ -78,7 +79,7 @@ CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, void *caller) {
   if (b) {
     rc = CUDA_SUCCESS;   /* a failed rung of the ladder does not count once a block is found */
     b->requested = size;
-    b->site = caller;
+    b->site = site;
     if (ca_ptrmap_insert(&d->live, b)) count_alloc(d, b);
     else {   /* no host memory to remember it: give it back */
       ca_queue_add(d, &d->epoch, b);

@@ -57,8 +57,6 @@ static const conf_key_t keys[] = {
    "no summary on stderr at exit"},
   {"report", KEY_PATH, FIELD(report), 0, 0, NULL,
    "path prefix of the report files (%p = pid, %r = rank); empty = none"},
-  {"step_sample_ms", KEY_UINT, FIELD(step_sample_ms), 0, 3600000, NULL,
-   "mark a step automatically every N ms (0 = only cudalloc_step())"},
   {"sim_devices", KEY_UINT, FIELD(sim_devices), 1, 16, NULL,
    "number of simulated devices"},
   {"sim_capacity_mb", KEY_MB, FIELD(sim_capacity), 1, 1 << 20, NULL,

@@ -40,7 +40,6 @@ typedef struct ca_config_s {
   unsigned track_depth;         /* frames kept with track:backtrace */
   bool quiet;
   char report[CA_CONFIG_PATH_MAX]; /* report path prefix, %p pid, %r rank; "" off */
-  unsigned step_sample_ms;      /* automatic step marks; 0: off */
 
   unsigned sim_devices;
   uint64_t sim_capacity;        /* bytes per simulated device */

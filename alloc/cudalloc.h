@@ -65,7 +65,9 @@ CUDALLOC_API int cudalloc_owns(const void *ptr);
  * requested size). cudaErrorInvalidValue when ptr is not inside one. */
 CUDALLOC_API cudaError_t cudalloc_get_address_range(const void *ptr, void **base, size_t *size);
 
-/* Marks the end of a training step: feeds the creep detector. */
+/* Marks the end of a training step: records the events of pending frees
+ * and returns completed ones to the cache, so that statistics read next
+ * describe the step's settled state. */
 CUDALLOC_API void cudalloc_step(void);
 
 // ----------------------------------------------------------------------------

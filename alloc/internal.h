@@ -306,6 +306,19 @@ void ca_stats_print(FILE *f);
 int ca_check_device(ca_device_t *d);
 
 // ----------------------------------------------------------------------------
+// "track.c": call sites of live blocks
+// ----------------------------------------------------------------------------
+typedef struct ca_stack_s ca_stack_t;
+/* What a block stores as its call site, as deep as the `track` setting
+ * asks (NULL with track:off). caller is the allocating call's return
+ * address; with track:backtrace the program's frames start there. */
+void *ca_track_site(void *caller);
+/* The frames of a stored call site, innermost first; returns their count. */
+int ca_track_frames(const void *site, void *const **frames);
+/* Frees every stored backtrace (at shutdown). */
+void ca_track_forget(void);
+
+// ----------------------------------------------------------------------------
 // "lifecycle.c"
 // ----------------------------------------------------------------------------
 /* true once ca_init has succeeded (and until shutdown). */

@@ -63,6 +63,7 @@ void cudalloc_shutdown(void) {
     drop_devices(true);
     if (ca_state.be == &ca_backend_sim) ca_sim_shutdown();
   }
+  ca_track_forget();
   memset(&ca_state, 0, sizeof ca_state);
   memset(&ca_debug, 0, sizeof ca_debug);
   __atomic_store_n(&init_state, INIT_NONE, __ATOMIC_RELEASE);

@@ -33,6 +33,13 @@ static void symbolize(void *pc, char *buf, size_t cap) {
   snprintf(buf, cap, pc ? "[%p]" : "(call site not recorded)", pc);
 }
 
+/* A call site by its innermost frame: the allocating line of the program. */
+static void site_name(const void *site, char *buf, size_t cap) {
+  void *const *frames;
+  if (ca_track_frames(site, &frames)) symbolize(frames[0], buf, cap);
+  else snprintf(buf, cap, "(call site not recorded: track:off)");
+}
+
 static int by_pc(const void *a, const void *b) {
   uintptr_t x = (uintptr_t)((const site_t *)a)->pc, y = (uintptr_t)((const site_t *)b)->pc;
   return x < y ? -1 : x > y;
@@ -79,11 +86,16 @@ static void leaks_of(ca_device_t *d, void *arg) {
   int64_t bytes = 0, count = 0;
   char where[512];
   for (size_t i = 0; i < n; i++) {
-    symbolize(s[i].pc, where, sizeof where);
     fprintf(f, "========= Leaked %" PRId64 " bytes in %" PRId64 " allocation%s on device %d, e.g. at 0x%lx\n",
             s[i].bytes, s[i].count, s[i].count == 1 ? "" : "s", d->ordinal, (unsigned long)s[i].example);
     fprintf(f, "=========     Saved host backtrace up to the allocation call\n");
-    fprintf(f, "=========     Host Frame: %s\n", where);
+    void *const *frames;
+    int n_frames = ca_track_frames(s[i].pc, &frames);
+    if (!n_frames) fprintf(f, "=========     (call site not recorded: track:off)\n");
+    for (int k = 0; k < n_frames; k++) {
+      symbolize(frames[k], where, sizeof where);
+      fprintf(f, "=========     Host Frame: %s\n", where);
+    }
     bytes += s[i].bytes;
     count += s[i].count;
   }
@@ -123,7 +135,7 @@ static void summary_of(ca_device_t *d, void *arg) {
   size_t n = live_sites(d, &sites);
   char where[512];
   for (size_t i = 0; i < n && i < 3; i++) {
-    symbolize(sites[i].pc, where, sizeof where);
+    site_name(sites[i].pc, where, sizeof where);
     fprintf(f, "cudalloc:       %.1f MiB in %" PRId64 " blocks from %s\n", mib(sites[i].bytes), sites[i].count, where);
   }
   free(sites);
@@ -165,7 +177,7 @@ void ca_report_oom(ca_device_t *d, size_t size) {
   size_t n = live_sites(d, &s);
   char where[512];
   for (size_t i = 0; i < n && i < 5; i++) {
-    symbolize(s[i].pc, where, sizeof where);
+    site_name(s[i].pc, where, sizeof where);
     ca_log("  live: %.1f MiB in %" PRId64 " blocks from %s", mib(s[i].bytes), s[i].count, where);
   }
   free(s);
@@ -200,7 +212,7 @@ static void json_of(ca_device_t *d, void *arg) {
   size_t n = live_sites(d, &sites);
   char where[512];
   for (size_t i = 0; i < n; i++) {
-    symbolize(sites[i].pc, where, sizeof where);
+    site_name(sites[i].pc, where, sizeof where);
     for (char *c = where; *c; c++)
       if (*c == '"' || *c == '\\') *c = '\'';
     fprintf(f, "%s\n       {\"site\": \"%s\", \"bytes\": %" PRId64 ", \"count\": %" PRId64 "}", i ? "," : "", where,

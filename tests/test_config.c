@@ -54,7 +54,6 @@ Test(config, defaults) {
   cr_assert_eq(cfg.track_depth, 16);
   cr_assert_not(cfg.quiet);
   cr_assert_str_empty(cfg.report);
-  cr_assert_eq(cfg.step_sample_ms, 0);
   cr_assert_eq(cfg.sim_devices, 1);
   cr_assert_eq(cfg.sim_capacity, 1024ull << 20);
   cr_assert_eq(cfg.sim_granularity, 2ull << 20);
@@ -81,7 +80,7 @@ Test(config, every_key_accepts_a_valid_value) {
       "backend:sim,expandable_segments:false,max_split_size_mb:128,"
       "garbage_collection_threshold:0.6,roundup_power2_divisions:4,memory_cap_mb:4096,"
       "memory_fraction:0.5,free_mode:stream,track:backtrace,track_depth:32,quiet:true,"
-      "report:/tmp/cudalloc-%p-%r,step_sample_ms:250,sim_devices:4,sim_capacity_mb:512,"
+      "report:/tmp/cudalloc-%p-%r,sim_devices:4,sim_capacity_mb:512,"
       "sim_granularity_kb:64,sim_events:manual,sim_fail:map@3,sim_fail_rate:0.25,"
       "sim_seed:42,sim_latency:create@200");
   cr_assert_eq(c.backend, CA_BACKEND_SIM);
@@ -96,7 +95,6 @@ Test(config, every_key_accepts_a_valid_value) {
   cr_assert_eq(c.track_depth, 32);
   cr_assert(c.quiet);
   cr_assert_str_eq(c.report, "/tmp/cudalloc-%p-%r");
-  cr_assert_eq(c.step_sample_ms, 250);
   cr_assert_eq(c.sim_devices, 4);
   cr_assert_eq(c.sim_capacity, 512ull << 20);
   cr_assert_eq(c.sim_granularity, 64ull << 10);
@@ -228,7 +226,6 @@ static bad_case_t bad_cases[] = {
     {"quiet:2", "bad value '2'", "true or false"},
     {"track_depth:0", "bad value", "from 1 to 64"},
     {"track_depth:65", "bad value", "from 1 to 64"},
-    {"step_sample_ms:3600001", "bad value", "from 0 to 3600000"},
     {"sim_seed:18446744073709551616", "bad value", "from 0 to 18446744073709551615"},
     {"sim_seed:-1", "bad value", "from 0 to 18446744073709551615"},
     {"sim_fail:bogus@1", "bad value 'bogus@1'", "map|unmap|set_access"},
@@ -439,7 +436,7 @@ Test(config, print_lists_every_key_with_its_value) {
   const char *keys[] = {"backend", "expandable_segments", "max_split_size_mb",
                         "garbage_collection_threshold", "roundup_power2_divisions", "memory_cap_mb",
                         "memory_fraction", "free_mode", "track", "track_depth", "quiet", "report",
-                        "step_sample_ms", "sim_devices", "sim_capacity_mb", "sim_granularity_kb",
+                        "sim_devices", "sim_capacity_mb", "sim_granularity_kb",
                         "sim_events", "sim_fail", "sim_fail_rate", "sim_seed", "sim_latency"};
   for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
     cr_assert_not_null(strstr(buf, keys[i]), "%s missing from:\n%s", keys[i], buf);

@@ -229,3 +229,43 @@ Test(core_api, checker_catches_a_live_block_on_an_unmapped_page, .init = cr_redi
   seg->mapped[page / 64] |= 1ull << (page % 64);
   CHECK_CONSISTENT();
 }
+
+static char *leak_report(void) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  cudalloc_report(f);
+  fclose(f);
+  return buf;
+}
+
+/* Two call sites, one of them called twice: with backtraces the report
+ * groups the two identical stacks and prints every frame. */
+static __attribute__((noinline)) void *alloc_here(size_t size) {
+  void *p = NULL;
+  cr_assert_eq(cudalloc_malloc(&p, size, 0), cudaSuccess);
+  return p;
+}
+
+Test(core_api, backtraces_are_kept_once_per_stack) {
+  core_start("track:backtrace,track_depth:8");
+  for (volatile int i = 0; i < 2; i++) alloc_here(1000);   /* one call instruction, twice */
+  void *other;
+  cudalloc_malloc(&other, 3000, 0);
+  char *buf = leak_report();
+  cr_assert(strstr(buf, "Leaked 2000 bytes in 2 allocations"), "identical stacks group:\n%s", buf);
+  cr_assert(strstr(buf, "Leaked 3000 bytes in 1 allocation"), "%s", buf);
+  cr_assert_gt(count_of(buf, "Host Frame: "), 2, "more than one frame per call site:\n%s", buf);
+  cr_assert_leq(count_of(buf, "Host Frame: "), 16, "at most track_depth frames each:\n%s", buf);
+  free(buf);
+}
+
+Test(core_api, tracking_off_records_no_call_site) {
+  core_start("track:off");
+  void *p;
+  cudalloc_malloc(&p, 1000, 0);
+  char *buf = leak_report();
+  cr_assert(strstr(buf, "call site not recorded"), "%s", buf);
+  cr_assert(strstr(buf, "LEAK SUMMARY: 1000 bytes leaked in 1 allocations"), "%s", buf);
+  free(buf);
+}
