@@ -6,13 +6,16 @@
 # run), so it is built without sanitizers.
 $(BUILD)/obj/shim/dlsym.o: LIB_CFLAGS += -fno-sanitize=all
 
-# A stand-in for libcuda.so.1 (tests/progs/fake/fakecuda.c): the dlsym and
-# cuGetProcAddress tests open it on machines without a driver.
-FAKE_CUDA := $(BUILD)/progs/fake/libcuda.so.1
-$(FAKE_CUDA): tests/progs/fake/fakecuda.c
+# The fake driver (tests/fake/libcuda.c), one for every test that needs a
+# libcuda.so.1 on a machine without one: test_backend_cuda (suite cuda_fake)
+# and the dlsym / cuGetProcAddress programs of test_shim. Never sanitized, as
+# those programs are not; -Bsymbolic keeps its resolver's table on its
+# own functions under a preloaded libcudalloc.so that exports the same names.
+FAKE_CUDA := $(BUILD)/tests/fake/libcuda.so.1
+$(FAKE_CUDA): tests/fake/libcuda.c
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 $< -o $@
-$(BUILD)/progs/drvapi $(BUILD)/progs/dlsym_old: $(FAKE_CUDA)
+	$(CC) $(BASE_CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic $< -o $@
+$(BUILD)/tests/test_backend_cuda $(BUILD)/tests/test_shim: $(FAKE_CUDA)
 
 # The library with a naive C dlsym wrapper instead of the trampoline (the C
 # version, with its call to the real dlsym kept a call rather than a jump): the

@@ -6,7 +6,7 @@
  * cuda_gpu) drive the real virtual memory API: reserve, create, map, set
  * access, events, unmap, release, and the error codes that backend.h
  * promises. The same smoke tests run everywhere against a fake driver
- * (tests/fake_libcuda.c, suite cuda_fake), which also shows what a GPU
+ * (tests/fake/libcuda.c, suite cuda_fake), which also shows what a GPU
  * cannot show on demand: a failing cuInit, a missing entry point, no driver
  * call after abandon(), one retain per primary context.
  */
@@ -222,11 +222,12 @@ static const char *fake_path(char *buf, size_t cap) {
 }
 
 /* Loads the fake driver by path; the backend's dlopen("libcuda.so.1") then
- * finds it by its soname. */
+ * finds it by its soname. The Makefile builds it with this binary: missing,
+ * it fails the suite rather than skip it unseen. */
 static void load_fake(void) {
   char path[4096];
   fake_path(path, sizeof path);
-  if (access(path, R_OK) != 0) cr_skip_test("the fake driver %s is not built", path);
+  cr_assert_eq(access(path, R_OK), 0, "the fake driver %s is not built", path);
   fake_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   cr_assert_not_null(fake_lib, "%s", dlerror());
 }
@@ -429,6 +430,17 @@ Test(cuda_fake, a_missing_entry_point_is_named) {
   cr_assert_eq(count_lines(err), 1, "%s", err);
   cr_assert_not_null(strstr(err, "does not provide cuMemCreate"), "%s", err);
   assert_every_entry_refuses();
+}
+
+/* The entry point types are those of the CUDA 12.0 ABI: asked at another
+ * version, the driver may hand out another ABI of the same name. */
+Test(cuda_fake, every_entry_point_is_resolved_at_the_12_0_abi) {
+  load_fake();
+  start_driver("fake-driver");
+  int all = fake_int("fake_cuda_requests", 0), at_12_0 = fake_int("fake_cuda_requests", 1);
+  cr_assert_gt(all, 0, "the backend resolved nothing through cuGetProcAddress");
+  cr_assert_eq(at_12_0, all, "%d of %d resolutions were not at CUDA 12.0 with default flags",
+               all - at_12_0, all);
 }
 
 /* The exit path and the fork child must not reach the driver. */

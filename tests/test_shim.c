@@ -19,7 +19,7 @@ static int driver_present(void) {
 
 static const char *fake_driver(void) {
   static char path[512];
-  snprintf(path, sizeof path, "%s/progs/fake/libcuda.so.1", shim_build());
+  snprintf(path, sizeof path, "%s/tests/fake/libcuda.so.1", shim_build());
   return path;
 }
 

@@ -3,7 +3,7 @@
  * answer it too.
  *
  *   dlsym_old [driver]   a library that exports cuMemAlloc_v2, cuInit, ...
- *                        (default libcuda.so.1; the tests pass tests/progs/fake's)
+ *                        (default libcuda.so.1; the tests pass tests/fake's)
  */
 #include "progs.h"
 

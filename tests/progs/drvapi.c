@@ -5,7 +5,8 @@
  * everything else the driver's; dlsym on the driver's handle likewise.
  *
  *   drvapi [driver]   the driver library (default libcuda.so.1; the tests
- *                     pass tests/progs/fake's stand-in on a machine without)
+ *                     pass the fake one, tests/fake/libcuda.c, on a machine
+ *                     without)
  *   drvapi -          no driver at all (CUDALLOC_CONF=backend:sim): the
  *                     resolver is the process's own cuGetProcAddress_v2,
  *                     cudalloc's, which still names its entry points
