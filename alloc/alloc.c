@@ -34,7 +34,7 @@ static ca_block_t *slow_path(ca_device_t *d, size_t rounded, ca_stream_t stream,
   if (ca_fences_poll(d) && (b = take(d, rounded, stream))) return b;
   collect_garbage(d);
   if ((b = grow_and_take(d, rounded, stream, rc))) return b;
-  while (ca_fences_wait_one(d)) {
+  while (ca_fences_wait_one(d) > 0) {
     if ((b = take(d, rounded, stream)) || (b = grow_and_take(d, rounded, stream, rc))) return b;
   }
   if (ca_trim(d, 0) && (b = grow_and_take(d, rounded, stream, rc))) return b;

@@ -253,20 +253,18 @@ size_t ca_fences_poll(ca_device_t *d) {
   return bytes;
 }
 
-bool ca_fences_wait_one(ca_device_t *d) {
-  if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) return false;
+size_t ca_fences_wait_one(ca_device_t *d) {
+  if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) return 0;
   ca_fences_seal(d);
   ca_queue_t *oldest = d->epoch.head ? &d->epoch : NULL;
   for (ca_queue_t *q = d->queues; q; q = q->next)
     if (q->head && (!oldest || q->head->seq < oldest->head->seq)) oldest = q;
-  if (!oldest) return false;
+  if (!oldest) return 0;
   ca_fence_t *f = oldest->head;
-  for (int i = 0; i < f->nevents; i++) {
-    CA_CALL(d, backend_sync, ca_state.be->event_sync(f->events[i]));
-  }
+  for (int i = 0; i < f->nevents; i++) CA_CALL(d, backend_sync, ca_state.be->event_sync(f->events[i]));
   ca_stat_add(&d->stats.num_waits, 1);
-  ca_fences_poll(d);
-  return true;
+  /* A wait that completed nothing (a failing driver) ends the waiting. */
+  return ca_fences_poll(d);
 }
 
 // ----------------------------------------------------------------------------

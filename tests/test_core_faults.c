@@ -143,3 +143,17 @@ Test(core_faults, a_failed_device_setup_is_retried) {
   cr_assert_eq(cudalloc_malloc(&p, MiB, 0), cudaSuccess, "the next call sets the device up");
   CHECK_CONSISTENT();
 }
+
+Test(core_faults, a_wait_that_keeps_failing_ends_in_out_of_memory, .init = cr_redirect_stderr, .timeout = 20) {
+  SKIP_ON_CUDA("injected faults");
+  core_start("sim_capacity_mb:16,sim_events:manual");
+  void *a, *b;
+  cr_assert_eq(cudalloc_malloc(&a, 12 * MiB, 0), cudaSuccess);
+  cudalloc_free_sync(a);
+  ca_sim_fail_rate(CA_OP_event_sync, 1.0, 1);   /* the driver can no longer wait */
+  cr_assert_eq(cudalloc_malloc(&b, 12 * MiB, 0), cudaErrorMemoryAllocation, "it gives up instead of spinning");
+  cr_assert_geq(ca_sim_errors(CA_OP_event_sync), 1);
+  CHECK_CONSISTENT();
+  ca_sim_fail_rate(CA_OP_event_sync, 0, 0);
+  cr_assert_eq(cudalloc_malloc(&b, 12 * MiB, 0), cudaSuccess, "and succeeds once waiting works again");
+}
