@@ -25,14 +25,30 @@ static ca_bins_t *queue_bins(ca_queue_t *q, const ca_block_t *b) {
   return &q->bins[b->seg->pool->small ? 0 : 1];
 }
 
+/* Every thread's per-thread default stream is named 0x2, yet each is a
+ * stream of its own: their queues are told apart by a tag of the thread
+ * (not pthread_self, whose values a new thread may reuse). */
+static uint64_t thread_tag(void) {
+  static uint64_t next;
+  static __thread uint64_t tag;
+  if (!tag) tag = __atomic_add_fetch(&next, 1, __ATOMIC_RELAXED);
+  return tag;
+}
+
+static uint64_t owner_of(ca_stream_t stream) {
+  return stream == CA_STREAM_PER_THREAD && !ca_debug.shared_per_thread ? thread_tag() : 0;
+}
+
 ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool create) {
   stream = ca_stream_normal(stream);
+  uint64_t owner = owner_of(stream);
   ca_queue_t *q = d->last_queue;
-  if (q && q->stream == stream && !q->dead) return q;
+  if (q && q->stream == stream && q->owner == owner && !q->dead) return q;
   for (q = d->queues; q; q = q->next)
-    if (q->stream == stream && !q->dead) return d->last_queue = q;
+    if (q->stream == stream && q->owner == owner && !q->dead) return d->last_queue = q;
   if (!create || !(q = calloc(1, sizeof *q))) return NULL;
   q->stream = stream;
+  q->owner = owner;
   q->next = d->queues;
   d->queues = q;
   return d->last_queue = q;
@@ -153,7 +169,9 @@ static void seal(ca_device_t *d, ca_queue_t *q) {
   if (!f) return;
   CUresult rc;
   if (q->stream) {
-    rc = record(d, f, q->stream);
+    /* Another thread may seal a per-thread stream's queue: an event on the
+     * legacy stream, which waits for every per-thread stream, covers it. */
+    rc = record(d, f, q->stream == CA_STREAM_PER_THREAD ? CA_STREAM_LEGACY : q->stream);
   } else if (d->nonblocking_overflow) {
     /* More non-blocking streams than a fence holds: wait as cudaFree does. */
     rc = CA_CALL(d, backend_sync, ca_state.be->device_sync(d->ordinal));
@@ -232,11 +250,13 @@ static size_t poll_queue(ca_device_t *d, ca_queue_t *q) {
   return bytes;
 }
 
-/* Destroyed streams' queues go once nothing waits in them. */
+/* Queues of destroyed streams go once nothing waits in them, and so do
+ * empty per-thread ones (their thread may have exited; a queue is made
+ * again when needed). */
 static void collect_dead(ca_device_t *d) {
   for (ca_queue_t **pq = &d->queues; *pq;) {
     ca_queue_t *q = *pq;
-    if (q->dead && !q->head && !q->open.blocks) {
+    if ((q->dead || q->owner) && !q->head && !q->open.blocks) {
       *pq = q->next;
       if (d->last_queue == q) d->last_queue = NULL;
       free(q);

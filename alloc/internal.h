@@ -141,6 +141,7 @@ struct ca_fence_s {
  * (cudaFree) and capture queue let nobody reuse them before completion. */
 struct ca_queue_s {
   ca_stream_t stream;           /* reuse allowed on this stream; NULL: none */
+  uint64_t owner;               /* per-thread default stream: its thread's tag */
   bool nonblocking;             /* a program stream created non-blocking */
   bool dead;                    /* the stream was destroyed */
   ca_bins_t bins[2];            /* reusable pending blocks: [0] small, [1] large */
@@ -193,6 +194,7 @@ extern ca_state_t ca_state;
 typedef struct ca_debug_s {
   bool reuse_pending_anywhere;  /* ignore stream ownership of pending blocks */
   bool skip_fences;             /* treat every fence as complete */
+  bool shared_per_thread;       /* one queue for every thread's per-thread stream */
 } ca_debug_t;
 extern ca_debug_t ca_debug;
 

@@ -4,6 +4,8 @@
  * shows that the property check then fails. */
 #include "core_testing.h"
 
+#include <pthread.h>
+
 /* Every test here completes streams by hand: simulated device only. */
 static void sim_only(void) { SKIP_ON_CUDA("events completed by the test"); }
 TestSuite(core_streams, .init = sim_only, .fini = cudalloc_shutdown);
@@ -171,4 +173,44 @@ Test(core_streams, free_mode_stream_reuses_on_the_allocation_stream) {
   void *p2 = alloc_on(3 * MiB, a);
   cudalloc_free_sync(p2);
   cr_assert_neq(alloc_on(3 * MiB, NULL), p2, "but not on another stream before the event");
+}
+
+/* Each thread's per-thread default stream is its own stream, although all
+ * are named 0x2: a block another thread freed on its per-thread stream is
+ * not reused at once. */
+typedef struct handoff_s {
+  void *p;
+} handoff_t;
+
+static void *free_on_my_per_thread_stream(void *arg) {
+  handoff_t *h = arg;
+  ca_backend_sim.set_device(0);
+  cr_assert_eq(cudalloc_free(h->p, cudaStreamPerThread), cudaSuccess);
+  return NULL;
+}
+
+static bool per_thread_streams_are_apart(bool shared) {
+  core_start("sim_events:manual");
+  ca_debug.shared_per_thread = shared;
+  handoff_t h = {alloc_on(3 * MiB, CA_STREAM_PER_THREAD)};
+  pthread_t t;
+  pthread_create(&t, NULL, free_on_my_per_thread_stream, &h);
+  pthread_join(t, NULL);
+  void *mine = alloc_on(3 * MiB, CA_STREAM_PER_THREAD);
+  bool apart = mine != h.p;
+  ca_sim_complete_all();
+  cudalloc_step();      /* the fence is recorded now; complete it too */
+  ca_sim_complete_all();
+  void *later = alloc_on(3 * MiB, CA_STREAM_PER_THREAD);
+  if (apart) cr_assert_eq(later, h.p, "reused once the other thread's work is done");
+  CHECK_CONSISTENT();
+  return apart;
+}
+
+Test(core_streams, per_thread_streams_of_two_threads_are_two_streams) {
+  cr_assert(per_thread_streams_are_apart(false));
+}
+
+Test(core_streams, one_queue_for_all_per_thread_streams_is_caught) {
+  cr_assert_not(per_thread_streams_are_apart(true), "sharing the queue hands the block over at once");
 }
