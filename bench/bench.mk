@@ -1,3 +1,39 @@
 # Benchmarks: they print figures; nothing here is a pass/fail test.
-bench:
-	@echo "no benchmarks yet"
+#
+#   make bench                    builds and runs bench/run.sh: bench_alloc (cudalloc's
+#                                 cached alloc+free pair vs jemalloc) and
+#                                 bench/bench_workload.sh (the 50-step workload), then a
+#                                 compact table; the whole output is kept in
+#                                 $(BUILD)/bench/bench.log. About a minute on 2 cores.
+#   $(BUILD)/bench/bench_alloc    the pair benchmark (links libcudalloc.a and jemalloc)
+#   $(BUILD)/bench/libstepspy.so  counts backend calls per workload step (preloaded)
+#   make bench-pack               copies jemalloc's header and static library into
+#                                 build/gpu-pack/jemalloc, for a GPU machine without
+#                                 jemalloc (after `bash bench/gpu-check.sh --pack`)
+#
+# docs/benchmarks.md says what each figure measures.
+
+BENCH_ALLOC := $(BUILD)/bench/bench_alloc
+BENCH_SPY := $(BUILD)/bench/libstepspy.so
+# The unprefixed jemalloc API (mallocx/dallocx): Debian's libjemalloc-dev, or a
+# packed copy (JEMALLOC_CFLAGS=-I<dir>/include JEMALLOC_LIBS=<dir>/libjemalloc.a).
+JEMALLOC_CFLAGS ?=
+JEMALLOC_LIBS ?= -ljemalloc
+JEMALLOC_PACK := build/gpu-pack/jemalloc
+
+$(BENCH_ALLOC): bench/bench_alloc.c bench/bench.h $(LIB_A)
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) $(SANFLAGS) $(JEMALLOC_CFLAGS) -Ibench $< -o $@ $(LIB_A) $(JEMALLOC_LIBS) $(CUDART) $(LIBS)
+
+$(BENCH_SPY): bench/step_spy.c alloc/cudalloc.h
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) -fvisibility=hidden -shared $< -o $@ -ldl
+
+bench: lib $(BENCH_ALLOC) $(BENCH_SPY) $(WORKLOAD) $(WORKLOAD_HOST)
+	BUILD=$(BUILD) bench/run.sh
+
+.PHONY: bench-pack
+bench-pack:
+	@lib=$$($(CC) -print-file-name=libjemalloc.a); test -f "$$lib" || { echo "no libjemalloc.a here"; exit 1; }; \
+	  mkdir -p $(JEMALLOC_PACK)/include && cp -r /usr/include/jemalloc $(JEMALLOC_PACK)/include/ && \
+	  cp "$$lib" $(JEMALLOC_PACK)/ && echo "jemalloc packed into $(JEMALLOC_PACK)"

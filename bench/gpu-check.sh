@@ -153,7 +153,7 @@ section() {
 # -----------------------------------------------------------------------------
 
 SECTIONS=(machine build unit_tests backend_cuda kernel_check workload_plain workload_preload
-          progs_static progs_shared shim_gpu)
+          progs_static progs_shared shim_gpu bench_gpu)
 
 section_machine() {
   echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -264,6 +264,30 @@ section_shim_gpu() {
       { echo "**$prog was not served by cudalloc**"; echo; rc=1; }
   done
   step 60 env LD_PRELOAD="$ROOT/build/libcudalloc.so" build/progs/drvapi || rc=1
+  return "$rc"
+}
+
+# The benchmarks on the GPU (owned by bench/, docs/benchmarks.md): bench_alloc
+# against the CUDA backend (the cached pair makes no memory call, but asks the
+# driver for the current device on every allocation), then bench_workload.sh
+# --cuda: workload-cuda plain vs preloaded, step time ratio (design target >= 5).
+# jemalloc: the machine's, else the copy `make bench-pack` put in the pack.
+section_bench_gpu() {
+  local rc=0 MAX_LINES=120 jem=() have=1
+  if ! echo '#include <jemalloc/jemalloc.h>' | ${CC:-gcc} -E -x c - >/dev/null 2>&1; then
+    if [ -f "$PACK/jemalloc/libjemalloc.a" ]; then
+      jem=(JEMALLOC_CFLAGS="-I$ROOT/$PACK/jemalloc/include" JEMALLOC_LIBS="$ROOT/$PACK/jemalloc/libjemalloc.a")
+    else
+      have=0
+      printf 'jemalloc is missing: bench_alloc skipped (run `make bench-pack` after --pack, and carry %s)\n\n' "$PACK"
+    fi
+  fi
+  if [ "$have" -eq 1 ]; then
+    { step 120 make -j"$JOBS" ${jem[@]+"${jem[@]}"} build/bench/bench_alloc &&
+        step 120 build/bench/bench_alloc --backend cuda --pairs 50000 --rounds 5; } || rc=$?
+  fi
+  step 60 make -j"$JOBS" build/bench/libstepspy.so || return
+  run_if "build/workload-cuda build/libcudalloc.so" 150 bench/bench_workload.sh --cuda || rc=$?
   return "$rc"
 }
 

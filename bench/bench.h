@@ -1,0 +1,66 @@
+/* Small helpers of the benchmarks, after jemalloc's test/include/test/bench.h:
+ * time two functions on the same work, print ns per iteration for each and
+ * their ratio. Benchmarks print figures; none of them passes or fails. */
+#ifndef CUDALLOC_BENCH_H
+#define CUDALLOC_BENCH_H
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static inline double bench_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* splitmix64: a seeded generator, so that both allocators see one sequence. */
+static inline uint64_t bench_rand(uint64_t *state) {
+  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/* n sizes drawn log-uniformly in [lo, hi]: as many 1 KiB requests as 1 MiB
+ * ones per octave, which is how tensor sizes spread. */
+static inline uint32_t *bench_sizes(size_t n, uint32_t lo, uint32_t hi, uint64_t seed) {
+  uint32_t *s = malloc(n * sizeof *s);
+  if (!s) return NULL;
+  double a = log((double)lo), b = log((double)hi + 1.0);
+  for (size_t i = 0; i < n; i++) {
+    double u = (double)(bench_rand(&seed) >> 11) / 9007199254740992.0; /* [0, 1) */
+    double v = exp(a + u * (b - a));
+    s[i] = v < lo ? lo : v > hi ? hi : (uint32_t)v;
+  }
+  return s;
+}
+
+static int bench_cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The median of n values (n <= 64); sorts a copy. */
+static inline double bench_median(const double *v, int n) {
+  double c[64];
+  if (n > 64) n = 64;
+  memcpy(c, v, (size_t)n * sizeof *c);
+  qsort(c, (size_t)n, sizeof *c, bench_cmp_double);
+  return n % 2 ? c[n / 2] : (c[n / 2 - 1] + c[n / 2]) / 2;
+}
+
+/* "1.50 KiB" for 1536. */
+static inline const char *bench_bytes(double b, char *buf, size_t cap) {
+  static const char *unit[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (b >= 1024 && u < 3) b /= 1024, u++;
+  snprintf(buf, cap, b == (double)(int64_t)b ? "%.0f %s" : "%.2f %s", b, unit[u]);
+  return buf;
+}
+
+#endif /* CUDALLOC_BENCH_H */
