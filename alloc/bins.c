@@ -45,11 +45,12 @@ void ca_bins_insert(ca_bins_t *bins, ca_block_t *b) {
   bins->count++;
   bins->bytes += b->size;
   b->in_bins = 1;
+  b->bin_fl = (uint8_t)fl;
+  b->bin_sl = (uint8_t)sl;
 }
 
 void ca_bins_remove(ca_bins_t *bins, ca_block_t *b) {
-  int fl, sl;
-  bin_of(b->size, &fl, &sl);
+  int fl = b->bin_fl, sl = b->bin_sl;
   if (b->bin_prev) b->bin_prev->bin_next = b->bin_next;
   else bins->heads[fl][sl] = b->bin_next;
   if (b->bin_next) b->bin_next->bin_prev = b->bin_prev;

@@ -58,6 +58,7 @@ struct ca_block_s {
   uint8_t state;                /* ca_block_state_t */
   uint8_t kind;                 /* ca_block_kind_t, FREE blocks only */
   uint8_t in_bins;
+  uint8_t bin_fl, bin_sl;       /* the bin it sits in, while in_bins */
 };
 
 // ----------------------------------------------------------------------------
@@ -299,7 +300,11 @@ void ca_each_device(void (*fn)(ca_device_t *, void *), void *arg);
 // ----------------------------------------------------------------------------
 // "stats.c"
 // ----------------------------------------------------------------------------
-void ca_stat_add(cudalloc_stat_t *s, int64_t delta);
+static inline void ca_stat_add(cudalloc_stat_t *s, int64_t delta) {
+  s->current += delta;
+  if (s->current > s->peak) s->peak = s->current;
+  if (delta > 0) s->total += delta;
+}
 void ca_stats_snapshot(ca_device_t *d, cudalloc_stats_t *out);
 void ca_stats_print(FILE *f);
 

@@ -3,12 +3,6 @@
 
 #include <inttypes.h>
 
-void ca_stat_add(cudalloc_stat_t *s, int64_t delta) {
-  s->current += delta;
-  if (s->current > s->peak) s->peak = s->current;
-  if (delta > 0) s->total += delta;
-}
-
 void ca_stats_snapshot(ca_device_t *d, cudalloc_stats_t *out) {
   cudalloc_stat_t *cached = &d->stats.cached_bytes;
   cached->current = d->stats.reserved_bytes.current - d->stats.allocated_bytes.current;
