@@ -128,8 +128,8 @@ static size_t reclaimable(ca_device_t *d) {
           if (!b->prev && !b->next) bytes += b->size;
           continue;
         }
-        uintptr_t lo = (b->addr + d->page - 1) / d->page * d->page;
-        uintptr_t hi = (b->addr + b->size) / d->page * d->page;
+        uintptr_t lo, hi;
+        ca_whole_pages(b, d->page, &lo, &hi);
         if (hi > lo) bytes += hi - lo;
       }
     }

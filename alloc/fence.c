@@ -163,6 +163,23 @@ static void fence_drop_events(ca_device_t *d, ca_fence_t *f) {
 // Sealing, polling, waiting
 // ----------------------------------------------------------------------------
 
+/* Files every block of q's open batch under fence f. */
+static void close_open_batch(ca_queue_t *q, ca_fence_t *f) {
+  while (q->open.blocks) {
+    ca_block_t *b = q->open.blocks;
+    fence_unlink(b);
+    fence_link(f, b);
+  }
+}
+
+void ca_queue_open_to_epoch(ca_device_t *d, ca_queue_t *q) {
+  while (q->open.blocks) {
+    ca_block_t *b = q->open.blocks;
+    ca_queue_remove(d, b);
+    ca_queue_add(d, &d->epoch, b);
+  }
+}
+
 static void seal(ca_device_t *d, ca_queue_t *q) {
   if (!q->open.blocks) return;
   ca_fence_t *f = calloc(1, sizeof *f);
@@ -185,11 +202,7 @@ static void seal(ca_device_t *d, ca_queue_t *q) {
     return;
   }
   f->seq = ++d->fence_seq;
-  while (q->open.blocks) {
-    ca_block_t *b = q->open.blocks;
-    fence_unlink(b);
-    fence_link(f, b);
-  }
+  close_open_batch(q, f);
   if (q->tail) q->tail->next = f;
   else q->head = f;
   q->tail = f;
@@ -236,11 +249,7 @@ static size_t poll_queue(ca_device_t *d, ca_queue_t *q) {
   if (ca_debug.skip_fences && q->open.blocks) {
     ca_fence_t *f = calloc(1, sizeof *f);
     if (f) {
-      while (q->open.blocks) {
-        ca_block_t *b = q->open.blocks;
-        fence_unlink(b);
-        fence_link(f, b);
-      }
+      close_open_batch(q, f);
       f->next = q->head;
       q->head = f;
       if (!q->tail) q->tail = f;
@@ -299,11 +308,7 @@ void ca_queue_stream_gone(ca_device_t *d, ca_stream_t stream) {
   /* Its blocks wait for the stream's last work, then free as usual; they
    * must leave the bins, as a new stream may reuse the handle's value. */
   seal(d, q);
-  while (q->open.blocks) {   /* no event could be recorded: wait like cudaFree */
-    ca_block_t *b = q->open.blocks;
-    ca_queue_remove(d, b);
-    ca_queue_add(d, &d->epoch, b);
-  }
+  ca_queue_open_to_epoch(d, q);   /* no event could be recorded: wait like cudaFree */
   for (ca_fence_t *f = q->head; f; f = f->next)
     for (ca_block_t *b = f->blocks; b; b = b->fence_next)
       if (b->in_bins) ca_bins_remove(queue_bins(q, b), b);

@@ -220,6 +220,8 @@ ca_pool_t *ca_pool_for(ca_device_t *d, size_t rounded);
 CUresult ca_region_init(ca_segment_t *seg, ca_pool_t *pool, uintptr_t base, size_t size);
 void ca_region_teardown(ca_device_t *d, ca_segment_t *seg, bool call_backend);
 bool ca_page_mapped(const ca_segment_t *seg, size_t page_index);
+/* The whole pages inside block b: [*lo, *hi), empty when *hi <= *lo. */
+void ca_whole_pages(const ca_block_t *b, size_t page, uintptr_t *lo, uintptr_t *hi);
 /* Maps the pages of [addr, addr+size) (page-aligned, all unmapped) and
  * grants access. On a failure a prefix may remain mapped and accessible:
  * *mapped says how many bytes, so that the caller can keep them. */
@@ -267,6 +269,9 @@ ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool create);
 void ca_queue_add(ca_device_t *d, ca_queue_t *q, ca_block_t *b);
 /* Removes a pending block from its queue (before reuse on its stream). */
 void ca_queue_remove(ca_device_t *d, ca_block_t *b);
+/* Moves q's open batch (no events yet) into the epoch queue: those blocks
+ * will wait like cudaFree's. */
+void ca_queue_open_to_epoch(ca_device_t *d, ca_queue_t *q);
 /* Files pending block b under fence f of queue q, without merging. */
 void ca_queue_add_to_fence(ca_device_t *d, ca_queue_t *q, ca_fence_t *f, ca_block_t *b);
 /* Test-only broken policy: a pending block of any stream's queue. */

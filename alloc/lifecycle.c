@@ -129,11 +129,7 @@ void ca_stream_destroyed(ca_stream_t stream) { ca_each_device(stream_gone, ca_st
 /* Frees held during the capture now wait like cudaFree's. */
 static void release_held(ca_device_t *d, void *arg) {
   (void)arg;
-  while (d->held.open.blocks) {
-    ca_block_t *b = d->held.open.blocks;
-    ca_queue_remove(d, b);
-    ca_queue_add(d, &d->epoch, b);
-  }
+  ca_queue_open_to_epoch(d, &d->held);
 }
 
 void ca_capture_begin(void) { __atomic_add_fetch(&ca_state.captures, 1, __ATOMIC_ACQ_REL); }

@@ -19,6 +19,11 @@ bool ca_page_mapped(const ca_segment_t *seg, size_t i) {
   return seg->mapped[i / 64] >> (i % 64) & 1;
 }
 
+void ca_whole_pages(const ca_block_t *b, size_t page, uintptr_t *lo, uintptr_t *hi) {
+  *lo = (b->addr + page - 1) & ~(uintptr_t)(page - 1);
+  *hi = (b->addr + b->size) & ~(uintptr_t)(page - 1);
+}
+
 static void set_mapped(ca_segment_t *seg, size_t i, bool on) {
   if (on) seg->mapped[i / 64] |= 1ull << (i % 64);
   else seg->mapped[i / 64] &= ~(1ull << (i % 64));
@@ -160,8 +165,8 @@ static bool steal_from(ca_block_t *b, void *arg) {
   steal_t *s = arg;
   ca_device_t *d = s->d;
   size_t pg = d->page;
-  uintptr_t lo = (b->addr + pg - 1) & ~(uintptr_t)(pg - 1);
-  uintptr_t hi = (b->addr + b->size) & ~(uintptr_t)(pg - 1);
+  uintptr_t lo, hi;
+  ca_whole_pages(b, pg, &lo, &hi);
   if (hi <= lo) return true;
   if (!ca_block_reserve(d, 2)) return false;   /* the splits below cannot fail */
   size_t take = (hi - lo) / pg, need = (s->want - s->got + pg - 1) / pg;

@@ -105,7 +105,7 @@ static void leaks_of(ca_device_t *d, void *arg) {
 }
 
 void ca_report_leaks(FILE *f) {
-  if (ca_ready()) ca_each_device(leaks_of, f);
+  ca_each_device(leaks_of, f);
 }
 
 // ----------------------------------------------------------------------------
