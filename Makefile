@@ -12,7 +12,19 @@ NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc &
 CUDA_LIBDIR ?= $(CUDA_HOME)/lib64
 BUILD ?= build
 SAN ?=
-CC ?= gcc
+# make's built-in CC is "cc"; gcc is the compiler the flags below are for
+# (CC=clang make works too). A CC given on the command line or in the
+# environment wins.
+ifeq ($(origin CC),default)
+  CC := gcc
+endif
+PREFIX ?= /usr/local
+DESTDIR ?=
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+
+VERSION := $(shell sed -n 's/^\#define CUDALLOC_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$$/\2/p' alloc/include/cudalloc.h | paste -sd.)
+SOVERSION := $(firstword $(subst ., ,$(VERSION)))
 
 ifeq ($(SAN),asan)
   SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
@@ -22,56 +34,126 @@ else ifeq ($(SAN),tsan)
   SAN_RUNTIME := $(shell $(CC) -print-file-name=libtsan.so)
   TEST_EXTRA := tests/tsan_arena.c   # lets Criterion start under TSan (see the file)
 endif
+# Internal assertions (ca_assert) hold in the sanitizer builds too.
+ifneq ($(SAN),)
+  SANFLAGS += -DCA_ASSERTS
+endif
 
 WARN := -Wall -Wextra -Werror
 BASE_CFLAGS := -std=gnu11 -g -O2 $(WARN) -fPIC -pthread -I$(CUDA_HOME)/include -MMD -MP
 # The library: hidden by default, so that it exports only what shim/exports.map lists.
-LIB_CFLAGS := $(BASE_CFLAGS) -fvisibility=hidden -Ialloc -Ishim $(SANFLAGS)
-# Programs that play "the application": never sanitized (the preloaded library is).
-APP_CFLAGS := $(BASE_CFLAGS) -Ialloc
+LIB_CFLAGS := $(BASE_CFLAGS) -fvisibility=hidden $(SANFLAGS)
+# Each layer sees the layers below it through their headers only:
+#   alloc/include   the core's interface (public header, core.h, log.h)
+#   alloc/backend   the backend contract
+INC_CORE := -Ialloc -Ialloc/include -Ialloc/backend
+INC_BACKEND := -Ialloc/backend -Ialloc/include
+INC_SIM := -Ialloc/backend/sim $(INC_BACKEND)
+INC_SHIM := -Ishim -Ialloc/include -Ialloc/backend
+INC_SHIM_SIM := -Ishim/sim $(INC_SHIM) -Ialloc/backend/sim
+# Programs that play "the application": never sanitized (the preloaded
+# library is), and built against the public header alone.
+APP_CFLAGS := $(BASE_CFLAGS) -I$(BUILD)/include
 CUDART := -L$(CUDA_LIBDIR) -lcudart -Wl,-rpath,$(CUDA_LIBDIR)
 LIBS := -ldl -lpthread -lm
 
-ALLOC_SRCS := $(sort $(wildcard alloc/*.c))
+CORE_SRCS := $(sort $(wildcard alloc/*.c))
+BACKEND_SRCS := $(sort $(wildcard alloc/backend/*.c))
+SIM_SRCS := $(sort $(wildcard alloc/backend/sim/*.c))
 SHIM_SRCS := $(sort $(wildcard shim/*.c))
+SHIM_SIM_SRCS := $(sort $(wildcard shim/sim/*.c))
+ALLOC_SRCS := $(CORE_SRCS) $(BACKEND_SRCS) $(SIM_SRCS)
 ALLOC_OBJS := $(ALLOC_SRCS:%.c=$(BUILD)/obj/%.o)
-SHIM_OBJS := $(SHIM_SRCS:%.c=$(BUILD)/obj/%.o)
+SHIM_OBJS := $(SHIM_SRCS:%.c=$(BUILD)/obj/%.o) $(SHIM_SIM_SRCS:%.c=$(BUILD)/obj/%.o)
+# The test build of the core: the same sources with CA_TESTING, which adds
+# the switches that break a guard (so that its test can show it is caught)
+# and the internal assertions. Only test binaries link it.
+TEST_CORE_OBJS := $(CORE_SRCS:%.c=$(BUILD)/obj-test/%.o)
+TEST_ALLOC_OBJS := $(TEST_CORE_OBJS) $(BACKEND_SRCS:%.c=$(BUILD)/obj/%.o) $(SIM_SRCS:%.c=$(BUILD)/obj/%.o)
 
+LIB_SO_NAME := libcudalloc.so.$(SOVERSION)
 LIB_SO := $(BUILD)/libcudalloc.so
+LIB_SO_REAL := $(BUILD)/libcudalloc.so.$(VERSION)
 LIB_A := $(BUILD)/libcudalloc.a
+LIB_TEST_A := $(BUILD)/libcudalloc-test.a
 HEADER := $(BUILD)/include/cudalloc.h
 PCFILE := $(BUILD)/cudalloc.pc
+PCFILE_UNINSTALLED := $(BUILD)/cudalloc-uninstalled.pc
+PC_PRIVATE := -L$(CUDA_LIBDIR) $(LIBS)
 
-.PHONY: all lib run deps test test-asan test-tsan bench clean cuda
+.PHONY: all lib run deps test test-asan test-tsan bench clean cuda install uninstall
 all: lib
 
-lib: $(LIB_SO) $(LIB_A) $(HEADER) $(PCFILE)
+lib: $(LIB_SO) $(LIB_A) $(HEADER) $(PCFILE) $(PCFILE_UNINSTALLED)
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/alloc/%.o: alloc/%.c
 	@mkdir -p $(@D)
-	$(CC) $(LIB_CFLAGS) -c $< -o $@
+	$(CC) $(LIB_CFLAGS) $(INC_CORE) -c $< -o $@
+$(BUILD)/obj/alloc/backend/%.o: alloc/backend/%.c
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) $(INC_BACKEND) -c $< -o $@
+$(BUILD)/obj/alloc/backend/sim/%.o: alloc/backend/sim/%.c
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) $(INC_SIM) -c $< -o $@
+$(BUILD)/obj/shim/%.o: shim/%.c
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) $(INC_SHIM) -c $< -o $@
+$(BUILD)/obj/shim/sim/%.o: shim/sim/%.c
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) $(INC_SHIM_SIM) -c $< -o $@
+$(BUILD)/obj-test/alloc/%.o: alloc/%.c
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) $(INC_CORE) -DCA_TESTING -c $< -o $@
 
 $(LIB_A): $(ALLOC_OBJS)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(LIB_TEST_A): $(TEST_ALLOC_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
 ifeq ($(SAN),)
   NODEFS := -Wl,-z,defs
 endif
-$(LIB_SO): $(ALLOC_OBJS) $(SHIM_OBJS) shim/exports.map
-	$(CC) -shared -o $@ $(ALLOC_OBJS) $(SHIM_OBJS) $(SANFLAGS) -Wl,-Bsymbolic \
+$(LIB_SO_REAL): $(ALLOC_OBJS) $(SHIM_OBJS) shim/exports.map
+	$(CC) -shared -o $@ $(ALLOC_OBJS) $(SHIM_OBJS) $(SANFLAGS) -Wl,-soname,$(LIB_SO_NAME) -Wl,-Bsymbolic \
 	  -Wl,--version-script=shim/exports.map $(NODEFS) $(LIBS)
+$(LIB_SO) $(BUILD)/$(LIB_SO_NAME): $(LIB_SO_REAL)
+	ln -sf $(notdir $<) $@
 
-$(HEADER): alloc/cudalloc.h
+$(HEADER): alloc/include/cudalloc.h
 	@mkdir -p $(@D)
 	cp $< $@
 
-$(PCFILE): Makefile
-	@mkdir -p $(@D)
-	printf '%s\n' 'prefix=$(abspath $(BUILD))' 'libdir=$${prefix}' 'includedir=$${prefix}/include' '' \
-	  'Name: cudalloc' 'Description: caching CUDA device-memory allocator' 'Version: 0.1.0' \
+# pkg-config: the installed file names the install prefix; the uninstalled
+# one the build tree (PKG_CONFIG_PATH=build, `pkg-config cudalloc-uninstalled`).
+define pc_file
+	printf '%s\n' 'prefix=$(1)' 'libdir=$(2)' 'includedir=$(3)' '' \
+	  'Name: cudalloc' 'Description: caching CUDA device-memory allocator' 'Version: $(VERSION)' \
 	  'Cflags: -I$${includedir} -I$(CUDA_HOME)/include' \
-	  'Libs: -L$${libdir} -l:libcudalloc.a $(LIBS)' > $@
+	  'Libs: -L$${libdir} -lcudalloc' 'Libs.private: $(PC_PRIVATE)' > $@
+endef
+$(PCFILE): Makefile alloc/include/cudalloc.h
+	@mkdir -p $(@D)
+	$(call pc_file,$(PREFIX),$${prefix}/$(patsubst $(PREFIX)/%,%,$(LIBDIR)),$${prefix}/$(patsubst $(PREFIX)/%,%,$(INCLUDEDIR)))
+$(PCFILE_UNINSTALLED): Makefile alloc/include/cudalloc.h
+	@mkdir -p $(@D)
+	$(call pc_file,$(abspath $(BUILD)),$${prefix},$${prefix}/include)
+
+install: lib
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -m 755 $(LIB_SO_REAL) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(notdir $(LIB_SO_REAL)) $(DESTDIR)$(LIBDIR)/$(LIB_SO_NAME)
+	ln -sf $(LIB_SO_NAME) $(DESTDIR)$(LIBDIR)/libcudalloc.so
+	install -m 644 $(LIB_A) $(DESTDIR)$(LIBDIR)/
+	install -m 644 alloc/include/cudalloc.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 644 $(PCFILE) $(DESTDIR)$(LIBDIR)/pkgconfig/
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/$(notdir $(LIB_SO_REAL)) $(DESTDIR)$(LIBDIR)/$(LIB_SO_NAME) \
+	  $(DESTDIR)$(LIBDIR)/libcudalloc.so $(DESTDIR)$(LIBDIR)/libcudalloc.a \
+	  $(DESTDIR)$(INCLUDEDIR)/cudalloc.h $(DESTDIR)$(LIBDIR)/pkgconfig/cudalloc.pc
 
 # Fragments owned by their directories: extra shim targets, the workload and kernels, the benchmarks.
 include shim/shim.mk
@@ -84,13 +166,15 @@ TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 PROG_SRCS := $(sort $(wildcard tests/progs/*.c))
 PROGS := $(PROG_SRCS:tests/progs/%.c=$(BUILD)/progs/%)
 
-# Test binaries link the core statically (no interposition inside the test
-# process); the preload tests run separate programs from tests/progs/.
-$(BUILD)/tests/%: tests/%.c $(LIB_A) $(KERNEL_LIB) $(wildcard tests/*.h) $(TEST_EXTRA)
+# Test binaries link the test build of the core statically (no interposition
+# inside the test process); the preload tests run separate programs from
+# tests/progs/.
+TEST_INC := -Itests -Ikernels $(INC_CORE) -Ialloc/backend/sim -Ishim
+$(BUILD)/tests/%: tests/%.c $(LIB_TEST_A) $(KERNEL_LIB) $(wildcard tests/*.h) $(TEST_EXTRA)
 	@mkdir -p $(@D)
-	$(CC) $(LIB_CFLAGS) -Itests -Ikernels $< $(TEST_EXTRA) -o $@ $(LIB_A) $(KERNEL_LIB) $(SANFLAGS) -lcriterion $(LIBS)
+	$(CC) $(LIB_CFLAGS) -DCA_TESTING $(TEST_INC) $< $(TEST_EXTRA) -o $@ $(LIB_TEST_A) $(KERNEL_LIB) $(SANFLAGS) -lcriterion $(LIBS)
 
-$(BUILD)/progs/%: tests/progs/%.c $(wildcard tests/progs/*.h)
+$(BUILD)/progs/%: tests/progs/%.c $(wildcard tests/progs/*.h) $(HEADER)
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) -Itests/progs $< -o $@ $(CUDART) $(LIBS)
 
@@ -118,4 +202,4 @@ test-tsan:
 clean:
 	rm -rf build
 
--include $(ALLOC_OBJS:.o=.d) $(SHIM_OBJS:.o=.d)
+-include $(ALLOC_OBJS:.o=.d) $(SHIM_OBJS:.o=.d) $(TEST_CORE_OBJS:.o=.d) $(wildcard $(BUILD)/tests/*.d $(BUILD)/progs/*.d)

@@ -56,6 +56,10 @@ static CUresult out_of_memory(ca_device_t *d, size_t size, CUresult rc) {
 }
 
 CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, void *caller) {
+  return ca_malloc_on(-1, ptr, size, stream, caller);
+}
+
+CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, void *caller) {
   if (!ptr) return CUDA_ERROR_INVALID_VALUE;
   CUresult rc = ca_init(NULL);
   if (rc) return rc;
@@ -65,7 +69,7 @@ CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, void *caller) {
   }
   if (ca_state.exited) return CUDA_ERROR_DEINITIALIZED;
   ca_device_t *d;
-  if ((rc = ca_current_device(&d))) return rc;
+  if ((rc = dev < 0 ? ca_current_device(&d) : ca_device_get(dev, &d))) return rc;
   stream = ca_stream_normal(stream);
   void *site = ca_track_site(caller);   /* a backtrace is taken outside the lock */
   pthread_mutex_lock(&d->lock);

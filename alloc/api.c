@@ -27,6 +27,8 @@ cudaError_t ca_cuda_error(CUresult err) {
 
 cudaError_t cudalloc_init(const char *conf) { return ca_cuda_error(ca_init(conf)); }
 
+int cudalloc_version(void) { return CUDALLOC_VERSION; }
+
 cudaError_t cudalloc_malloc(void **ptr, size_t size, cudaStream_t stream) {
   return ca_cuda_error(ca_malloc(ptr, size, (ca_stream_t)stream, __builtin_return_address(0)));
 }

@@ -15,79 +15,98 @@
 
 ca_config_t ca_config;
 
+/* How a value is read and stored. Every rule of a key (its range, its unit,
+ * the width of its field, whether it must be a power of two) is in its row
+ * of the table, so that a new key is one row. */
 typedef enum {
-  KEY_BOOL, KEY_ENUM, KEY_UINT, KEY_MB, KEY_KB, KEY_DOUBLE, KEY_PATH, KEY_OPLIST
+  KEY_BOOL,      /* bool */
+  KEY_CHOICE,    /* index among `choices`, into an unsigned of `size` bytes */
+  KEY_UINT,      /* an integer, into an unsigned of `size` bytes */
+  KEY_BYTES,     /* an integer times `unit`, into a uint64_t */
+  KEY_DOUBLE,    /* double */
+  KEY_STRING,    /* a string of fewer than `size` characters */
+  KEY_FAULTS,    /* <op>@<k>, repeatable: ca_backend_options_t's fail list */
+  KEY_LATENCY,   /* <op>@<us>, repeatable: ca_backend_options_t's latency_us */
 } key_kind_t;
+
+enum {
+  F_POW2 = 1,        /* a power of two (0 allowed where min is 0) */
+  F_HOST_PAGES = 2,  /* a multiple of the host page size */
+  F_BACKEND = 4,     /* a backend name ca_backend_find() knows */
+};
 
 typedef struct key_s {
   const char *name;
   key_kind_t kind;
-  size_t offset;          /* of the field in ca_config_t */
+  size_t offset, size;    /* of the field in ca_config_t */
   double min, max;        /* accepted range of numbers (in the key's unit) */
-  const char *choices;    /* KEY_ENUM: "a|b|c", index = enum value */
+  uint64_t unit;          /* KEY_BYTES: bytes per unit */
+  unsigned flags;
+  const char *choices;    /* KEY_CHOICE: "a|b|c", index = stored value */
   const char *doc;
 } conf_key_t;
 
-#define FIELD(f) offsetof(ca_config_t, f)
+#define FIELD(f) offsetof(ca_config_t, f), sizeof(((ca_config_t *)0)->f)
 #define CA_STR_(x) #x
 #define CA_STR(x) CA_STR_(x)
+#define U64_MAX_D 18446744073709551615.0
 
 static const conf_key_t keys[] = {
-  {"backend", KEY_ENUM, FIELD(backend), 0, 0, "cuda|sim",
+  {"backend", KEY_STRING, FIELD(backend), 0, 0, 0, F_BACKEND, "cuda|sim",
    "device backend: the CUDA driver, or the simulated device"},
-  {"expandable_segments", KEY_BOOL, FIELD(expandable_segments), 0, 1, NULL,
+  {"expandable_segments", KEY_BOOL, FIELD(expandable_segments), 0, 1, 0, 0, NULL,
    "one growable virtual range per device (true) or classic fixed segments (false)"},
-  {"max_split_size_mb", KEY_MB, FIELD(max_split_size), 1, 1 << 30, NULL,
+  {"max_split_size_mb", KEY_BYTES, FIELD(max_split_size), 1, 1 << 30, 1 << 20, 0, NULL,
    "classic segments: blocks larger than this are never split"},
-  {"garbage_collection_threshold", KEY_DOUBLE, FIELD(gc_threshold), 0, 1, NULL,
+  {"garbage_collection_threshold", KEY_DOUBLE, FIELD(gc_threshold), 0, 1, 0, 0, NULL,
    "give cached pages back once reserved memory exceeds this fraction of the allowed memory"},
-  {"roundup_power2_divisions", KEY_UINT, FIELD(roundup_power2_divisions), 0, 64, NULL,
+  {"roundup_power2_divisions", KEY_UINT, FIELD(roundup_power2_divisions), 0, 64, 0, F_POW2, NULL,
    "round sizes up to one of N steps between powers of two (a power of two, 0 = off)"},
-  {"memory_cap_mb", KEY_MB, FIELD(memory_cap), 0, 1 << 30, NULL,
+  {"memory_cap_mb", KEY_BYTES, FIELD(memory_cap), 0, 1 << 30, 1 << 20, 0, NULL,
    "per-process cap on reserved memory per device (0 = none)"},
-  {"memory_fraction", KEY_DOUBLE, FIELD(memory_fraction), 0, 1, NULL,
+  {"memory_fraction", KEY_DOUBLE, FIELD(memory_fraction), 0, 1, 0, 0, NULL,
    "per-process cap as a fraction of device memory (0 = none)"},
-  {"free_mode", KEY_ENUM, FIELD(free_mode), 0, 0, "device|stream",
+  {"free_mode", KEY_CHOICE, FIELD(free_mode), 0, 0, 0, 0, "device|stream",
    "cudaFree waits for all device work (device), or only for its stream (stream)"},
-  {"track", KEY_ENUM, FIELD(track), 0, 0, "off|caller|backtrace",
+  {"track", KEY_CHOICE, FIELD(track), 0, 0, 0, 0, "off|caller|backtrace",
    "call sites kept for every live block"},
-  {"track_depth", KEY_UINT, FIELD(track_depth), 1, 64, NULL,
+  {"track_depth", KEY_UINT, FIELD(track_depth), 1, 64, 0, 0, NULL,
    "frames kept with track:backtrace"},
-  {"quiet", KEY_BOOL, FIELD(quiet), 0, 1, NULL,
+  {"quiet", KEY_BOOL, FIELD(quiet), 0, 1, 0, 0, NULL,
    "no summary on stderr at exit"},
-  {"report", KEY_PATH, FIELD(report), 0, 0, NULL,
+  {"report", KEY_STRING, FIELD(report), 0, 0, 0, 0, NULL,
    "path prefix of the report files (%p = pid, %r = rank); empty = none"},
-  {"sim_devices", KEY_UINT, FIELD(sim_devices), 1, 16, NULL,
+  {"sim_devices", KEY_UINT, FIELD(sim.devices), 1, 16, 0, 0, NULL,
    "number of simulated devices"},
-  {"sim_capacity_mb", KEY_MB, FIELD(sim_capacity), 1, 1 << 20, NULL,
+  {"sim_capacity_mb", KEY_BYTES, FIELD(sim.capacity), 1, 1 << 20, 1 << 20, 0, NULL,
    "physical memory of each simulated device"},
-  {"sim_granularity_kb", KEY_KB, FIELD(sim_granularity), 4, 1 << 20, NULL,
-   "page size of the simulated device (a power of two)"},
-  {"sim_events", KEY_ENUM, FIELD(sim_events_manual), 0, 0, "auto|manual",
+  {"sim_granularity_kb", KEY_BYTES, FIELD(sim.granularity), 4, 1 << 20, 1 << 10, F_POW2 | F_HOST_PAGES, NULL,
+   "page size of the simulated device"},
+  {"sim_events", KEY_CHOICE, FIELD(sim.events_manual), 0, 0, 0, 0, "auto|manual",
    "simulated events complete at once (auto) or when a test says (manual)"},
-  {"sim_fail", KEY_OPLIST, FIELD(sim_fail), 1, 1e15, NULL,
-   "<op>@<k>: the k-th call of op fails (repeatable)"},
-  {"sim_fail_rate", KEY_DOUBLE, FIELD(sim_fail_rate), 0, 1, NULL,
+  {"sim_fail", KEY_FAULTS, FIELD(sim.fail), 1, 1e15, 0, 0, NULL,
+   "<op>@<k>: the k-th call of op fails (repeatable, at most " CA_STR(CA_BACKEND_MAX_FAULTS) ")"},
+  {"sim_fail_rate", KEY_DOUBLE, FIELD(sim.fail_rate), 0, 1, 0, 0, NULL,
    "every simulated call fails with this probability"},
-  {"sim_seed", KEY_UINT, FIELD(sim_seed), 0, 18446744073709551615.0, NULL,
+  {"sim_seed", KEY_UINT, FIELD(sim.seed), 0, U64_MAX_D, 0, 0, NULL,
    "seed of sim_fail_rate's generator"},
-  {"sim_latency", KEY_OPLIST, FIELD(sim_latency_us), 0, 10000000, NULL,
+  {"sim_latency", KEY_LATENCY, FIELD(sim.latency_us), 0, 10000000, 0, 0, NULL,
    "<op>@<us>: every call of op takes this long (repeatable)"},
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
 void ca_config_defaults(ca_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
-  cfg->backend = CA_BACKEND_CUDA;
+  strcpy(cfg->backend, "cuda");
   cfg->expandable_segments = true;
   cfg->max_split_size = UINT64_MAX;
   cfg->free_mode = CA_FREE_DEVICE;
   cfg->track = CA_TRACK_CALLER;
   cfg->track_depth = 16;
-  cfg->sim_devices = 1;
-  cfg->sim_capacity = 1024ull << 20;
-  cfg->sim_granularity = 2ull << 20;
-  cfg->sim_seed = 1;
+  cfg->sim.devices = 1;
+  cfg->sim.capacity = 1024ull << 20;
+  cfg->sim.granularity = 2ull << 20;
+  cfg->sim.seed = 1;
 }
 
 // ----------------------------------------------------------------------------
@@ -176,87 +195,108 @@ static void op_choices(char *buf, size_t cap) {
 
 static void expected(const conf_key_t *k, char *buf, size_t cap) {
   char ops[320];
+  const char *rule = (k->flags & F_HOST_PAGES) ? ", a power of two and a multiple of the host page size"
+                     : (k->flags & F_POW2)     ? ", a power of two"
+                                               : "";
   switch (k->kind) {
   case KEY_BOOL: snprintf(buf, cap, "true or false"); break;
-  case KEY_ENUM: snprintf(buf, cap, "one of %s", k->choices); break;
-  case KEY_UINT: case KEY_MB: case KEY_KB:
-    if (k->max >= 18446744073709551615.0) snprintf(buf, cap, "an integer from %.0f to %llu", k->min, ~0ull);
-    else snprintf(buf, cap, "an integer from %.0f to %.0f%s", k->min, k->max,
-                  k->offset == FIELD(roundup_power2_divisions) ? ", a power of two"
-                  : k->offset == FIELD(sim_granularity) ? ", a power of two and a multiple of the host page size"
-                  : "");
+  case KEY_CHOICE: snprintf(buf, cap, "one of %s", k->choices); break;
+  case KEY_UINT: case KEY_BYTES:
+    if (k->max >= U64_MAX_D) snprintf(buf, cap, "an integer from %.0f to %llu", k->min, ~0ull);
+    else snprintf(buf, cap, "an integer from %.0f to %.0f%s", k->min, k->max, rule);
     break;
   case KEY_DOUBLE: snprintf(buf, cap, "a number from %g to %g", k->min, k->max); break;
-  case KEY_PATH: snprintf(buf, cap, "a path of fewer than %d characters", CA_CONFIG_PATH_MAX); break;
-  case KEY_OPLIST:
+  case KEY_STRING:
+    if (k->flags & F_BACKEND) snprintf(buf, cap, "one of %s", k->choices);
+    else snprintf(buf, cap, "a path of fewer than %zu characters", k->size);
+    break;
+  case KEY_FAULTS: case KEY_LATENCY:
     op_choices(ops, sizeof ops);
     snprintf(buf, cap, "<op>@<integer from %.0f to %.0f>%s, op one of %s", k->min, k->max,
-             k->offset == FIELD(sim_fail) ? " (at most " CA_STR(CA_CONFIG_MAX_FAULTS) " entries)" : "", ops);
+             k->kind == KEY_FAULTS ? " (at most " CA_STR(CA_BACKEND_MAX_FAULTS) " entries)" : "", ops);
     break;
   }
 }
 
 static bool in_range(const conf_key_t *k, double x) { return x >= k->min && x <= k->max; }
 
-static bool apply_oplist(ca_config_t *cfg, const conf_key_t *k, view_t v) {
+static bool follows_rules(const conf_key_t *k, uint64_t n) {
+  if ((k->flags & F_POW2) && (n & (n - 1))) return false;
+  if ((k->flags & F_HOST_PAGES) && n % (uint64_t)sysconf(_SC_PAGESIZE)) return false;
+  return true;
+}
+
+/* Stores n into an unsigned field of k->size bytes; false when it does not fit. */
+static bool store_uint(void *field, size_t size, uint64_t n) {
+  switch (size) {
+  case 1: if (n > UINT8_MAX) return false; *(uint8_t *)field = (uint8_t)n; return true;
+  case 4: if (n > UINT32_MAX) return false; *(uint32_t *)field = (uint32_t)n; return true;
+  case 8: *(uint64_t *)field = n; return true;
+  default: return false;
+  }
+}
+
+static uint64_t load_uint(const void *field, size_t size) {
+  switch (size) {
+  case 1: return *(const uint8_t *)field;
+  case 4: return *(const uint32_t *)field;
+  default: return *(const uint64_t *)field;
+  }
+}
+
+static bool apply_op_item(ca_config_t *cfg, const conf_key_t *k, view_t v) {
   const char *at = memchr(v.p, '@', v.n);
   if (!at) return false;
   int op = ca_backend_op_from_name(v.p, (size_t)(at - v.p));
   uint64_t n;
   view_t num = {at + 1, v.n - (size_t)(at + 1 - v.p)};
   if (op < 0 || !parse_u64(num, &n) || !in_range(k, (double)n)) return false;
-  if (k->offset == FIELD(sim_latency_us)) {
-    cfg->sim_latency_us[op] = (unsigned)n;
+  if (k->kind == KEY_LATENCY) {
+    cfg->sim.latency_us[op] = (unsigned)n;
     return true;
   }
-  if (cfg->sim_fail_count >= CA_CONFIG_MAX_FAULTS) return false;
-  cfg->sim_fail[cfg->sim_fail_count++] = (ca_fault_spec_t){(ca_backend_op_t)op, n};
+  if (cfg->sim.fail_count >= CA_BACKEND_MAX_FAULTS) return false;
+  cfg->sim.fail[cfg->sim.fail_count++] = (ca_fault_spec_t){(ca_backend_op_t)op, n};
   return true;
 }
 
-static bool apply_number(ca_config_t *cfg, const conf_key_t *k, view_t v) {
-  char *field = (char *)cfg + k->offset;
-  uint64_t n;
-  if (!parse_u64(v, &n) || !in_range(k, (double)n)) return false;
-  if (k->kind == KEY_UINT && k->offset == FIELD(sim_seed)) { *(uint64_t *)field = n; return true; }
-  if (k->kind == KEY_UINT) {
-    if (k->offset == FIELD(roundup_power2_divisions) && n & (n - 1)) return false;
-    *(unsigned *)field = (unsigned)n;
-    return true;
+static bool apply_string(const conf_key_t *k, char *field, view_t v) {
+  char buf[CA_CONFIG_PATH_MAX];
+  if (!view_copy(v, buf, k->size < sizeof buf ? k->size : sizeof buf)) return false;
+  if (k->flags & F_BACKEND) {   /* names in any case, as the other choices */
+    for (char *c = buf; *c; c++) *c = (char)tolower((unsigned char)*c);
+    if (!ca_backend_find(buf)) return false;
   }
-  uint64_t bytes = n << (k->kind == KEY_MB ? 20 : 10);
-  if (k->offset == FIELD(sim_granularity) &&
-      ((bytes & (bytes - 1)) || bytes % (uint64_t)sysconf(_SC_PAGESIZE))) return false;
-  if (k->offset == FIELD(memory_cap) || k->offset == FIELD(max_split_size) ||
-      k->offset == FIELD(sim_capacity) || k->offset == FIELD(sim_granularity)) {
-    *(uint64_t *)field = bytes;
-    return true;
-  }
-  return false;
+  memcpy(field, buf, v.n + 1);
+  return true;
 }
 
 static bool apply(ca_config_t *cfg, const conf_key_t *k, view_t v) {
   char *field = (char *)cfg + k->offset;
+  uint64_t n;
   if (v.n == 0) return false;
   switch (k->kind) {
   case KEY_BOOL: return parse_bool(v, (bool *)field);
-  case KEY_ENUM: {
+  case KEY_CHOICE: {
     int idx = parse_choice(v, k->choices);
-    if (idx < 0) return false;
-    if (k->offset == FIELD(sim_events_manual)) *(bool *)field = idx == 1;
-    else *(int *)field = idx;
-    return true;
+    return idx >= 0 && store_uint(field, k->size, (uint64_t)idx);
   }
+  case KEY_UINT:
+    return parse_u64(v, &n) && in_range(k, (double)n) && follows_rules(k, n) && store_uint(field, k->size, n);
+  case KEY_BYTES:
+    if (!parse_u64(v, &n) || !in_range(k, (double)n)) return false;
+    n *= k->unit;
+    return follows_rules(k, n) && store_uint(field, k->size, n);
   case KEY_DOUBLE: {
     double x;
     if (!parse_double(v, &x) || !in_range(k, x)) return false;
     *(double *)field = x;
     return true;
   }
-  case KEY_PATH: return view_copy(v, field, CA_CONFIG_PATH_MAX);
-  case KEY_OPLIST: return apply_oplist(cfg, k, v);
-  default: return apply_number(cfg, k, v);
+  case KEY_STRING: return apply_string(k, field, v);
+  case KEY_FAULTS: case KEY_LATENCY: return apply_op_item(cfg, k, v);
   }
+  return false;
 }
 
 // ----------------------------------------------------------------------------
@@ -368,33 +408,33 @@ static void print_value(const ca_config_t *cfg, const conf_key_t *k, FILE *out) 
   const char *field = (const char *)cfg + k->offset;
   switch (k->kind) {
   case KEY_BOOL: fputs(*(const bool *)field ? "true" : "false", out); break;
-  case KEY_ENUM: {
-    int idx = k->offset == FIELD(sim_events_manual) ? *(const bool *)field : *(const int *)field;
+  case KEY_CHOICE: {
+    uint64_t idx = load_uint(field, k->size);
     const char *c = k->choices;
-    for (int i = 0; i < idx && c; i++) c = strchr(c, '|') + 1;
+    for (uint64_t i = 0; i < idx && c; i++) c = strchr(c, '|') + 1;
     fprintf(out, "%.*s", (int)strcspn(c, "|"), c);
     break;
   }
-  case KEY_UINT:
-    if (k->offset == FIELD(sim_seed)) fprintf(out, "%llu", (unsigned long long)*(const uint64_t *)field);
-    else fprintf(out, "%u", *(const unsigned *)field);
-    break;
-  case KEY_MB: case KEY_KB: {
+  case KEY_UINT: fprintf(out, "%llu", (unsigned long long)load_uint(field, k->size)); break;
+  case KEY_BYTES: {
     uint64_t b = *(const uint64_t *)field;
     if (b == UINT64_MAX) fputs("unlimited", out);
-    else fprintf(out, "%llu", (unsigned long long)(b >> (k->kind == KEY_MB ? 20 : 10)));
+    else fprintf(out, "%llu", (unsigned long long)(b / k->unit));
     break;
   }
   case KEY_DOUBLE: fprintf(out, "%g", *(const double *)field); break;
-  case KEY_PATH: fputs(field, out); break;
-  case KEY_OPLIST:
-    if (k->offset == FIELD(sim_fail))
-      for (unsigned i = 0; i < cfg->sim_fail_count; i++)
-        fprintf(out, "%s%s@%llu", i ? " " : "", ca_backend_op_name(cfg->sim_fail[i].op),
-                (unsigned long long)cfg->sim_fail[i].nth);
-    else
-      for (int op = 0; op < CA_OP_COUNT; op++)
-        if (cfg->sim_latency_us[op]) fprintf(out, "%s@%u ", ca_backend_op_name(op), cfg->sim_latency_us[op]);
+  case KEY_STRING: fputs(field, out); break;
+  case KEY_FAULTS:
+    for (unsigned i = 0; i < cfg->sim.fail_count; i++)
+      fprintf(out, "%s%s@%llu", i ? " " : "", ca_backend_op_name(cfg->sim.fail[i].op),
+              (unsigned long long)cfg->sim.fail[i].nth);
+    break;
+  case KEY_LATENCY:
+    for (int op = 0, first = 1; op < CA_OP_COUNT; op++)
+      if (cfg->sim.latency_us[op]) {
+        fprintf(out, "%s%s@%u", first ? "" : " ", ca_backend_op_name(op), cfg->sim.latency_us[op]);
+        first = 0;
+      }
     break;
   }
 }

@@ -14,21 +14,15 @@
 #include <stdio.h>
 #include "backend.h"
 
-typedef enum { CA_BACKEND_CUDA, CA_BACKEND_SIM } ca_backend_kind_t;
 /* What a synchronous free (cudaFree) promises; see docs/design.md. */
 typedef enum { CA_FREE_DEVICE, CA_FREE_STREAM } ca_free_mode_t;
 typedef enum { CA_TRACK_OFF, CA_TRACK_CALLER, CA_TRACK_BACKTRACE } ca_track_t;
 
-#define CA_CONFIG_MAX_FAULTS 8
 #define CA_CONFIG_PATH_MAX 256
-
-typedef struct ca_fault_spec_s {
-  ca_backend_op_t op;
-  uint64_t nth;                 /* the nth call of op fails (1-based) */
-} ca_fault_spec_t;
+#define CA_CONFIG_NAME_MAX 16
 
 typedef struct ca_config_s {
-  ca_backend_kind_t backend;
+  char backend[CA_CONFIG_NAME_MAX]; /* a name ca_backend_find() knows */
   bool expandable_segments;
   uint64_t max_split_size;      /* bytes; UINT64_MAX: no limit */
   double gc_threshold;          /* fraction of the allowed memory; 0: off */
@@ -40,16 +34,7 @@ typedef struct ca_config_s {
   unsigned track_depth;         /* frames kept with track:backtrace */
   bool quiet;
   char report[CA_CONFIG_PATH_MAX]; /* report path prefix, %p pid, %r rank; "" off */
-
-  unsigned sim_devices;
-  uint64_t sim_capacity;        /* bytes per simulated device */
-  uint64_t sim_granularity;     /* bytes */
-  bool sim_events_manual;
-  ca_fault_spec_t sim_fail[CA_CONFIG_MAX_FAULTS];
-  unsigned sim_fail_count;
-  double sim_fail_rate;
-  uint64_t sim_seed;
-  unsigned sim_latency_us[CA_OP_COUNT];
+  ca_backend_options_t sim;     /* the sim_* keys, handed to the backend's init */
 } ca_config_t;
 
 /* The process-wide configuration, loaded once by ca_config_load(). */

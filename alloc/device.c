@@ -8,7 +8,6 @@
 #include "log.h"
 
 ca_state_t ca_state;
-ca_debug_t ca_debug;
 
 static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
 

@@ -36,7 +36,7 @@ static uint64_t thread_tag(void) {
 }
 
 static uint64_t owner_of(ca_stream_t stream) {
-  return stream == CA_STREAM_PER_THREAD && !ca_debug.shared_per_thread ? thread_tag() : 0;
+  return stream == CA_STREAM_PER_THREAD && !CA_DEBUG(shared_per_thread) ? thread_tag() : 0;
 }
 
 ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool create) {
@@ -216,7 +216,7 @@ void ca_fences_seal(ca_device_t *d) {
 
 /* Queries the fence's remaining events, dropping the completed ones. */
 static bool fence_done(ca_device_t *d, ca_fence_t *f) {
-  if (ca_debug.skip_fences) return true;
+  if (CA_DEBUG(skip_fences)) return true;
   while (f->nevents) {
     ca_event_t e = f->events[f->nevents - 1];
     if (CA_CALL(d, backend_event_query, ca_state.be->event_query(e))) return false;
@@ -246,7 +246,7 @@ static size_t poll_queue(ca_device_t *d, ca_queue_t *q) {
   size_t bytes = 0;
   while (q->head && fence_done(d, q->head)) bytes += release_fence(d, q, q->head);
   /* With fences skipped (a test's broken policy) even open batches go. */
-  if (ca_debug.skip_fences && q->open.blocks) {
+  if (CA_DEBUG(skip_fences) && q->open.blocks) {
     ca_fence_t *f = calloc(1, sizeof *f);
     if (f) {
       close_open_batch(q, f);

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend_sim.h"
 #include "core.h"
 #include "log.h"
 
@@ -16,10 +15,20 @@ static CUresult init_result;
 
 bool ca_ready(void) { return __atomic_load_n(&init_state, __ATOMIC_ACQUIRE) == INIT_OK; }
 
+static bool config_loaded;   /* guarded by init_lock */
+
+/* CUDALLOC_CONF is read (and warned about) once per life of the allocator;
+ * an explicit conf string replaces it. */
+static void load_config_locked(const char *conf) {
+  if (conf || !config_loaded) ca_config_load(conf);
+  config_loaded = true;
+}
+
 static CUresult start(const char *conf) {
-  ca_config_load(conf);
-  const ca_backend_t *be = ca_backend_selected();
-  CUresult rc = be->init();
+  load_config_locked(conf);
+  const ca_backend_t *be = ca_backend_find(ca_config.backend);
+  if (!be) return CUDA_ERROR_NOT_INITIALIZED;   /* the parser admits only known names */
+  CUresult rc = be->init(&ca_config.sim);
   int n = 0;
   if (!rc) rc = be->device_count(&n);
   if (!rc && n <= 0) rc = CUDA_ERROR_NO_DEVICE;
@@ -41,7 +50,20 @@ CUresult ca_init(const char *conf) {
   return init_result;
 }
 
-const ca_backend_t *ca_backend(void) { return ca_ready() ? ca_state.be : NULL; }
+bool ca_backend_is_simulated(void) {
+  if (ca_ready()) return ca_state.be->simulated;
+  pthread_mutex_lock(&init_lock);
+  load_config_locked(NULL);
+  const ca_backend_t *be = ca_backend_find(ca_config.backend);
+  pthread_mutex_unlock(&init_lock);
+  return be && be->simulated;
+}
+
+int ca_device_current(void) {
+  int dev = 0;
+  if (!ca_ready() || ca_state.be->get_device(&dev) != CUDA_SUCCESS) dev = 0;
+  return dev;
+}
 
 /* Forgets every device; with call_backend, gives their memory back. */
 static void drop_devices(bool call_backend) {
@@ -61,11 +83,14 @@ void cudalloc_shutdown(void) {
   pthread_mutex_lock(&init_lock);
   if (init_state == INIT_OK) {
     drop_devices(true);
-    if (ca_state.be == &ca_backend_sim) ca_sim_shutdown();
+    ca_state.be->shutdown();
   }
   ca_track_forget();
+  config_loaded = false;
   memset(&ca_state, 0, sizeof ca_state);
+#ifdef CA_TESTING
   memset(&ca_debug, 0, sizeof ca_debug);
+#endif
   __atomic_store_n(&init_state, INIT_NONE, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&init_lock);
 }
@@ -140,4 +165,12 @@ void ca_capture_end(void) {
     if (n <= 0) return;
   } while (!__atomic_compare_exchange_n(&ca_state.captures, &n, n - 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
   if (n == 1) ca_each_device(release_held, NULL);
+}
+
+bool ca_stream_capturing(ca_stream_t stream) {
+  if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) <= 0 || !ca_ready()) return false;
+  int c = 0;
+  /* An error (the legacy stream while a blocking stream captures) means
+   * the driver must decide: treat it as capturing. */
+  return ca_state.be->is_capturing(stream, &c) != CUDA_SUCCESS || c;
 }

@@ -71,7 +71,7 @@ ca_block_t *ca_pool_take(ca_device_t *d, ca_pool_t *pool, size_t rounded, ca_str
   ca_queue_t *q = ca_queue_find(d, stream, false);
   ca_block_t *mine = q ? ca_bins_find(&q->bins[pool->small ? 0 : 1], rounded, max) : NULL;
   ca_block_t *any = ca_bins_find(&pool->bins, rounded, max);
-  if (ca_debug.reuse_pending_anywhere && !mine) mine = ca_queue_find_any(d, pool, rounded, max, &q);
+  if (CA_DEBUG(reuse_pending_anywhere) && !mine) mine = ca_queue_find_any(d, pool, rounded, max, &q);
   ca_block_t *b = (mine && (!any || mine->size <= any->size)) ? mine : any;
   if (!b) return NULL;
   ca_fence_t *f = NULL;

@@ -21,11 +21,12 @@ JEMALLOC_CFLAGS ?=
 JEMALLOC_LIBS ?= -ljemalloc
 JEMALLOC_PACK := build/gpu-pack/jemalloc
 
-$(BENCH_ALLOC): bench/bench_alloc.c bench/bench.h $(LIB_A)
+# It reads the simulated device's call counters, so it sees the backend's headers.
+$(BENCH_ALLOC): bench/bench_alloc.c bench/bench.h $(LIB_A) $(HEADER)
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) $(SANFLAGS) $(JEMALLOC_CFLAGS) -Ibench $< -o $@ $(LIB_A) $(JEMALLOC_LIBS) $(CUDART) $(LIBS)
+	$(CC) $(APP_CFLAGS) $(SANFLAGS) $(JEMALLOC_CFLAGS) -Ibench -Ialloc/backend -Ialloc/backend/sim $< -o $@ $(LIB_A) $(JEMALLOC_LIBS) $(CUDART) $(LIBS)
 
-$(BENCH_SPY): bench/step_spy.c alloc/cudalloc.h
+$(BENCH_SPY): bench/step_spy.c $(HEADER)
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) -fvisibility=hidden -shared $< -o $@ -ldl
 

@@ -40,15 +40,15 @@ TEST_DEPS := $(WORKLOAD) $(WORKLOAD_HOST)
 
 all: $(WORKLOAD) $(WORKLOAD_HOST) cuda
 
-$(BUILD)/kobj/lib/%.o: %.c kernels/kernels.mk
+$(BUILD)/kobj/lib/%.o: %.c kernels/kernels.mk | $(HEADER)
 	@mkdir -p $(@D)
-	$(CC) $(LIB_CFLAGS) $(K_FLAGS) -Ikernels -c $< -o $@
+	$(CC) $(LIB_CFLAGS) $(K_FLAGS) -I$(BUILD)/include -Ikernels -c $< -o $@
 
-$(BUILD)/kobj/app/%.o: %.c kernels/kernels.mk
+$(BUILD)/kobj/app/%.o: %.c kernels/kernels.mk | $(HEADER)
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $(K_FLAGS) -Ikernels -c $< -o $@
 
-$(BUILD)/kobj/app/kernels/workload_cuda.o: kernels/workload.c kernels/kernels.mk
+$(BUILD)/kobj/app/kernels/workload_cuda.o: kernels/workload.c kernels/kernels.mk | $(HEADER)
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) -Ikernels -DWORKLOAD_CUDA -c $< -o $@
 

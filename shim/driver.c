@@ -33,14 +33,14 @@ CA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
 /* On a capturing stream the driver records a graph memory node instead. */
 CA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream stream) {
   CA_ENTER(CA_REAL_DRV(cuMemAllocAsync, dptr, size, stream));
-  if (ca_shim_captures(stream))
+  if (ca_stream_capturing(stream))
     return CA_PASS_DRV(CUDA_ERROR_NOT_SUPPORTED, cuMemAllocAsync, dptr, size, stream);
   return drv_malloc(dptr, size, stream, CA_CALLER);
 }
 
 CA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream stream) {
   CA_ENTER(CA_REAL_DRV(cuMemAllocAsync_ptsz, dptr, size, stream));
-  if (ca_shim_captures(ca_ptsz(stream)))
+  if (ca_stream_capturing(ca_ptsz(stream)))
     return CA_PASS_DRV(CUDA_ERROR_NOT_SUPPORTED, cuMemAllocAsync_ptsz, dptr, size, stream);
   return drv_malloc(dptr, size, ca_ptsz(stream), CA_CALLER);
 }
@@ -90,7 +90,7 @@ CA_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
 CA_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
   CA_ENTER(CA_REAL_DRV(cuMemGetInfo_v2, free_bytes, total_bytes));
   if (!free_bytes || !total_bytes) return CUDA_ERROR_INVALID_VALUE;
-  return ca_mem_get_info(ca_shim_device(), free_bytes, total_bytes);
+  return ca_mem_get_info(ca_device_current(), free_bytes, total_bytes);
 }
 
 /* The block the program asked for, not the segment around it. Both result

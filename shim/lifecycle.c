@@ -13,7 +13,6 @@
  */
 #define _GNU_SOURCE
 #include "shim.h"
-#include "config.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -28,16 +27,10 @@ static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 #define LOAD(p) __atomic_load_n(p, __ATOMIC_ACQUIRE)
 #define STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
 
-/* Decided from CUDALLOC_CONF alone, silently (the core warns about bad
- * keys when it starts), so that calls served only on the simulated device
- * can be forwarded without starting anything. */
 bool ca_shim_sim(void) {
   int m = LOAD(&mode);
   if (m == MODE_UNKNOWN) {
-    ca_config_t cfg;
-    ca_config_defaults(&cfg);
-    ca_config_parse(&cfg, ca_getenv("CUDALLOC_CONF"), NULL);
-    m = cfg.backend == CA_BACKEND_SIM ? MODE_SIM : MODE_CUDA;
+    m = ca_backend_is_simulated() ? MODE_SIM : MODE_CUDA;
     STORE(&mode, m);
   }
   return m == MODE_SIM;
@@ -54,17 +47,6 @@ bool ca_shim_start(void) {
   if (ok) pthread_once(&exit_once, arm_exit);
   STORE(&started, ok ? START_OK : START_FAILED);
   return ok;
-}
-
-const ca_backend_t *ca_shim_sim_backend(void) {
-  return ca_shim_sim() && ca_shim_start() ? ca_backend() : NULL;
-}
-
-int ca_shim_device(void) {
-  int dev = 0;
-  const ca_backend_t *be = ca_backend();
-  if (!be || be->get_device(&dev) != CUDA_SUCCESS) dev = 0;
-  return dev;
 }
 
 /* The child of fork() starts with a clean allocator: the parent's device

@@ -29,14 +29,14 @@ static cudaError_t malloc_async(void **ptr, size_t size, cudaStream_t stream, vo
 
 CA_EXPORT cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream) {
   CA_ENTER(CA_REAL_RT(cudaMallocAsync, ptr, size, stream));
-  if (ca_shim_captures(stream))
+  if (ca_stream_capturing(stream))
     return CA_PASS_RT(cudaErrorStreamCaptureUnsupported, cudaMallocAsync, ptr, size, stream);
   return malloc_async(ptr, size, stream, CA_CALLER);
 }
 
 CA_EXPORT cudaError_t cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream) {
   CA_ENTER(CA_REAL_RT(cudaMallocAsync_ptsz, ptr, size, stream));
-  if (ca_shim_captures(ca_ptsz(stream)))
+  if (ca_stream_capturing(ca_ptsz(stream)))
     return CA_PASS_RT(cudaErrorStreamCaptureUnsupported, cudaMallocAsync_ptsz, ptr, size, stream);
   return malloc_async(ptr, size, ca_ptsz(stream), CA_CALLER);
 }
@@ -103,14 +103,14 @@ CA_EXPORT cudaError_t cudaFreeAsync_ptsz(void *ptr, cudaStream_t stream) {
 CA_EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
   CA_ENTER(CA_REAL_RT(cudaMemGetInfo, free_bytes, total_bytes));
   if (!free_bytes || !total_bytes) return ca_rt_error(cudaErrorInvalidValue);
-  return ca_rt_result(ca_mem_get_info(ca_shim_device(), free_bytes, total_bytes));
+  return ca_rt_result(ca_mem_get_info(ca_device_current(), free_bytes, total_bytes));
 }
 
 /* The device's pools go first, while its context still exists; then the
  * real reset destroys the context. */
 CA_EXPORT cudaError_t cudaDeviceReset(void) {
   CA_ENTER(CA_REAL_RT(cudaDeviceReset));
-  cudaError_t err = ca_rt_result(ca_device_reset(ca_shim_device()));
+  cudaError_t err = ca_rt_result(ca_device_reset(ca_device_current()));
   if (err != cudaSuccess) return err;
   return ca_shim_sim() ? cudaSuccess : CA_REAL_RT(cudaDeviceReset);
 }

@@ -101,25 +101,13 @@ CUresult ca_drv_missing(const char *name);
 // "lifecycle.c": modes and start
 // ----------------------------------------------------------------------------
 
-/* true when CUDALLOC_CONF selects the simulated device (read once, without
- * starting anything). */
+/* true when CUDALLOC_CONF selects a simulated device (known without
+ * starting anything): the runtime calls around allocations are then served
+ * by shim/sim/. */
 bool ca_shim_sim(void);
-/* Starts the core on first use (and arms the exit summary). false when it
- * cannot start: the caller then behaves as if cudalloc were absent. */
+/* Starts the core on first use. false when it cannot start: the caller
+ * then behaves as if cudalloc were absent. */
 bool ca_shim_start(void);
-/* The calling thread's current device, as the backend sees it. */
-int ca_shim_device(void);
-/* The simulated device, started; NULL when the program runs on CUDA. */
-const ca_backend_t *ca_shim_sim_backend(void);
-
-/* Opens a runtime call served only on the simulated device: with CUDA it
- * goes to the real runtime untouched. Leaves the device in `be`. */
-#define CA_SIM_OR_REAL(name, ...)                              \
-  const ca_backend_t *be = ca_shim_sim_backend();              \
-  if (!be) return CA_REAL_RT(name, __VA_ARGS__)
-/* The same, for a call that needs nothing from the device. */
-#define CA_SIM_ONLY(name, ...) \
-  if (!ca_shim_sim_backend()) return CA_REAL_RT(name, __VA_ARGS__)
 
 /* Opens an exported entry point. Calls made while another cudalloc entry
  * point runs on this thread (the real runtime reaching the driver through
@@ -145,15 +133,6 @@ const ca_backend_t *ca_shim_sim_backend(void);
 cudaError_t ca_rt_error(cudaError_t err);
 /* ca_rt_error of the runtime error that stands for a core result. */
 cudaError_t ca_rt_result(CUresult rc);
-
-// ----------------------------------------------------------------------------
-// "streams.c": capture
-// ----------------------------------------------------------------------------
-
-/* true when stream is being captured into a graph: allocation on it then
- * goes to the real driver (a graph memory node). Cheap while no capture
- * is underway anywhere. */
-bool ca_shim_captures(ca_stream_t stream);
 
 /* The stream a _ptsz entry point means: NULL is the per-thread stream. */
 static inline ca_stream_t ca_ptsz(const void *stream) {

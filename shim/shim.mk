@@ -1,5 +1,5 @@
 # Extra targets of the interception layer (the library itself is built by the
-# top-level Makefile from shim/*.c and alloc/*.c).
+# top-level Makefile from shim/, shim/sim/ and alloc/).
 
 # The dlsym interposer runs inside the sanitizer runtimes' own start-up (they
 # look up the functions they intercept with dlsym before instrumented code can
@@ -25,7 +25,7 @@ $(BUILD)/tests/test_backend_cuda $(BUILD)/tests/test_shim: $(FAKE_CUDA)
 SHIM_VARIANT := $(BUILD)/test-variants/libcudalloc.so
 $(BUILD)/test-variants/dlsym-c.o: shim/dlsym.c
 	@mkdir -p $(@D)
-	$(CC) $(LIB_CFLAGS) -fno-sanitize=all -fno-optimize-sibling-calls -DCA_DLSYM_NO_TRAMPOLINE -c $< -o $@
+	$(CC) $(LIB_CFLAGS) $(INC_SHIM) -fno-sanitize=all -fno-optimize-sibling-calls -DCA_DLSYM_NO_TRAMPOLINE -c $< -o $@
 $(SHIM_VARIANT): $(ALLOC_OBJS) $(filter-out $(BUILD)/obj/shim/dlsym.o,$(SHIM_OBJS)) \
     $(BUILD)/test-variants/dlsym-c.o shim/exports.map
 	$(CC) -shared -o $@ $(filter %.o,$^) $(SANFLAGS) -Wl,-Bsymbolic \
@@ -40,8 +40,8 @@ SHIM_GPU_PROGS := $(BUILD)/progs/gpu_saxpy-static $(BUILD)/progs/gpu_saxpy-share
 cuda: $(SHIM_GPU_PROGS)
 $(BUILD)/progs/gpu_saxpy-static: tests/progs/gpu_saxpy.cu tests/progs/progs.h
 	@mkdir -p $(@D)
-	$(NVCC) -O2 $(NVCC_ARCH) -Werror all-warnings -Ialloc -Itests/progs $< -o $@ -ldl
+	$(NVCC) -O2 $(NVCC_ARCH) -Werror all-warnings -Ialloc/include -Itests/progs $< -o $@ -ldl
 $(BUILD)/progs/gpu_saxpy-shared: tests/progs/gpu_saxpy.cu tests/progs/progs.h
 	@mkdir -p $(@D)
-	$(NVCC) -O2 $(NVCC_ARCH) -Werror all-warnings -cudart shared -Ialloc -Itests/progs $< -o $@ -ldl
+	$(NVCC) -O2 $(NVCC_ARCH) -Werror all-warnings -cudart shared -Ialloc/include -Itests/progs $< -o $@ -ldl
 endif

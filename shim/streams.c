@@ -8,68 +8,19 @@
  * Capture: while any stream captures, the core must never block or record
  * events, and allocations on a capturing stream must reach the driver,
  * which turns them into graph memory nodes. The core learns when a capture
- * begins and ends; this file counts them so that the allocation path asks
- * the driver about capture only while one is underway.
+ * begins and ends here, and counts them, so that the allocation path asks
+ * the driver about capture only while one is underway. On the simulated
+ * device, streams and capture are shim/sim/streams.c's.
  */
 #include "shim.h"
-#include "backend_sim.h"
-
-static int captures;   /* atomic: captures begun and not yet seen to end */
-
-static bool stream_capturing(ca_stream_t stream) {
-  int c = 0;
-  const ca_backend_t *be = ca_backend();
-  /* An error (the legacy stream while a blocking stream captures) means
-   * the driver must decide: treat it as capturing. */
-  return be && (be->is_capturing(stream, &c) != CUDA_SUCCESS || c);
-}
-
-bool ca_shim_captures(ca_stream_t stream) {
-  return __atomic_load_n(&captures, __ATOMIC_ACQUIRE) > 0 && stream_capturing(stream);
-}
+#include "sim/sim_runtime.h"
 
 static void capture_begun(int err) {
-  if (err != 0) return;
-  __atomic_add_fetch(&captures, 1, __ATOMIC_ACQ_REL);
-  ca_capture_begin();
+  if (err == 0) ca_capture_begin();
 }
 
 static void capture_ended(bool was_capturing, ca_stream_t stream) {
-  if (!was_capturing || stream_capturing(stream)) return;
-  __atomic_sub_fetch(&captures, 1, __ATOMIC_ACQ_REL);
-  ca_capture_end();
-}
-
-// ----------------------------------------------------------------------------
-// The simulated device: streams of backend_sim, capture as a flag
-// ----------------------------------------------------------------------------
-
-static CUresult sim_create(ca_stream_t *stream, unsigned flags) {
-  if (!stream) return CUDA_ERROR_INVALID_VALUE;
-  return ca_sim_stream_create(stream, flags & CU_STREAM_NON_BLOCKING);
-}
-
-/* As the driver: the legacy stream cannot be captured, nor a stream twice. */
-static CUresult sim_begin(ca_stream_t stream) {
-  int c = 0;
-  if (!stream || stream == CA_STREAM_LEGACY) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-  CUresult rc = ca_backend()->is_capturing(stream, &c);
-  if (rc != CUDA_SUCCESS) return rc;
-  if (c) return CUDA_ERROR_ILLEGAL_STATE;
-  ca_sim_set_capturing(stream, 1);
-  return CUDA_SUCCESS;
-}
-
-/* The simulated device records no graph: *graph is NULL. */
-static CUresult sim_end(ca_stream_t stream, CUgraph *graph) {
-  int c = 0;
-  if (!graph) return CUDA_ERROR_INVALID_VALUE;
-  CUresult rc = ca_backend()->is_capturing(stream, &c);
-  if (rc != CUDA_SUCCESS) return rc;
-  if (!c) return CUDA_ERROR_ILLEGAL_STATE;
-  ca_sim_set_capturing(stream, 0);
-  *graph = NULL;
-  return CUDA_SUCCESS;
+  if (was_capturing && !ca_stream_capturing(stream)) ca_capture_end();
 }
 
 // ----------------------------------------------------------------------------
@@ -83,21 +34,21 @@ static cudaError_t rt_created(cudaError_t err, cudaStream_t *stream, unsigned fl
 
 CA_EXPORT cudaError_t cudaStreamCreate(cudaStream_t *stream) {
   CA_ENTER(CA_REAL_RT(cudaStreamCreate, stream));
-  return rt_created(ca_shim_sim() ? ca_rt_result(sim_create((ca_stream_t *)stream, 0))
+  return rt_created(ca_shim_sim() ? ca_rt_result(ca_sim_rt_stream_create((ca_stream_t *)stream, 0))
                                   : CA_REAL_RT(cudaStreamCreate, stream),
                     stream, 0);
 }
 
 CA_EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags) {
   CA_ENTER(CA_REAL_RT(cudaStreamCreateWithFlags, stream, flags));
-  return rt_created(ca_shim_sim() ? ca_rt_result(sim_create((ca_stream_t *)stream, flags))
+  return rt_created(ca_shim_sim() ? ca_rt_result(ca_sim_rt_stream_create((ca_stream_t *)stream, flags))
                                   : CA_REAL_RT(cudaStreamCreateWithFlags, stream, flags),
                     stream, flags);
 }
 
 CA_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *stream, unsigned flags, int priority) {
   CA_ENTER(CA_REAL_RT(cudaStreamCreateWithPriority, stream, flags, priority));
-  return rt_created(ca_shim_sim() ? ca_rt_result(sim_create((ca_stream_t *)stream, flags))
+  return rt_created(ca_shim_sim() ? ca_rt_result(ca_sim_rt_stream_create((ca_stream_t *)stream, flags))
                                   : CA_REAL_RT(cudaStreamCreateWithPriority, stream, flags, priority),
                     stream, flags);
 }
@@ -106,7 +57,7 @@ CA_EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *stream, unsigne
 CA_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   CA_ENTER(CA_REAL_RT(cudaStreamDestroy, stream));
   ca_stream_destroyed(stream);
-  return ca_shim_sim() ? ca_rt_result(ca_sim_stream_destroy(stream)) : CA_REAL_RT(cudaStreamDestroy, stream);
+  return ca_shim_sim() ? ca_rt_result(ca_sim_rt_stream_destroy(stream)) : CA_REAL_RT(cudaStreamDestroy, stream);
 }
 
 // ----------------------------------------------------------------------------
@@ -120,13 +71,13 @@ static cudaError_t rt_begun(cudaError_t err) {
 
 CA_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
   CA_ENTER(CA_REAL_RT(cudaStreamBeginCapture, stream, mode));
-  return rt_begun(ca_shim_sim() ? ca_rt_result(sim_begin(stream))
+  return rt_begun(ca_shim_sim() ? ca_rt_result(ca_sim_rt_capture_begin(stream))
                                 : CA_REAL_RT(cudaStreamBeginCapture, stream, mode));
 }
 
 CA_EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
   CA_ENTER(CA_REAL_RT(cudaStreamBeginCapture_ptsz, stream, mode));
-  return rt_begun(ca_shim_sim() ? ca_rt_result(sim_begin(ca_ptsz(stream)))
+  return rt_begun(ca_shim_sim() ? ca_rt_result(ca_sim_rt_capture_begin(ca_ptsz(stream)))
                                 : CA_REAL_RT(cudaStreamBeginCapture_ptsz, stream, mode));
 }
 
@@ -135,7 +86,7 @@ CA_EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGra
                                                     const cudaGraphEdgeData *edges, size_t ndeps,
                                                     enum cudaStreamCaptureMode mode) {
   CA_ENTER(CA_REAL_RT(cudaStreamBeginCaptureToGraph, stream, graph, deps, edges, ndeps, mode));
-  return rt_begun(ca_shim_sim() ? ca_rt_result(sim_begin(stream))
+  return rt_begun(ca_shim_sim() ? ca_rt_result(ca_sim_rt_capture_begin(stream))
                                 : CA_REAL_RT(cudaStreamBeginCaptureToGraph, stream, graph, deps, edges, ndeps, mode));
 }
 
@@ -144,15 +95,15 @@ CA_EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cu
                                                          const cudaGraphEdgeData *edges, size_t ndeps,
                                                          enum cudaStreamCaptureMode mode) {
   CA_ENTER(CA_REAL_RT(cudaStreamBeginCaptureToGraph_ptsz, stream, graph, deps, edges, ndeps, mode));
-  return rt_begun(ca_shim_sim() ? ca_rt_result(sim_begin(ca_ptsz(stream)))
+  return rt_begun(ca_shim_sim() ? ca_rt_result(ca_sim_rt_capture_begin(ca_ptsz(stream)))
                                 : CA_REAL_RT(cudaStreamBeginCaptureToGraph_ptsz, stream, graph, deps, edges,
                                              ndeps, mode));
 }
 
 CA_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
   CA_ENTER(CA_REAL_RT(cudaStreamEndCapture, stream, graph));
-  bool was = ca_shim_captures(stream);
-  cudaError_t err = ca_shim_sim() ? ca_rt_result(sim_end(stream, (CUgraph *)graph))
+  bool was = ca_stream_capturing(stream);
+  cudaError_t err = ca_shim_sim() ? ca_rt_result(ca_sim_rt_capture_end(stream, (CUgraph *)graph))
                                   : CA_REAL_RT(cudaStreamEndCapture, stream, graph);
   capture_ended(was, stream);
   return err;
@@ -160,8 +111,8 @@ CA_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *gra
 
 CA_EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *graph) {
   CA_ENTER(CA_REAL_RT(cudaStreamEndCapture_ptsz, stream, graph));
-  bool was = ca_shim_captures(ca_ptsz(stream));
-  cudaError_t err = ca_shim_sim() ? ca_rt_result(sim_end(ca_ptsz(stream), (CUgraph *)graph))
+  bool was = ca_stream_capturing(ca_ptsz(stream));
+  cudaError_t err = ca_shim_sim() ? ca_rt_result(ca_sim_rt_capture_end(ca_ptsz(stream), (CUgraph *)graph))
                                   : CA_REAL_RT(cudaStreamEndCapture_ptsz, stream, graph);
   capture_ended(was, ca_ptsz(stream));
   return err;
@@ -178,14 +129,14 @@ static CUresult drv_created(CUresult rc, CUstream *stream, unsigned flags) {
 
 CA_EXPORT CUresult cuStreamCreate(CUstream *stream, unsigned flags) {
   CA_ENTER(CA_REAL_DRV(cuStreamCreate, stream, flags));
-  return drv_created(ca_shim_sim() ? sim_create((ca_stream_t *)stream, flags)
+  return drv_created(ca_shim_sim() ? ca_sim_rt_stream_create((ca_stream_t *)stream, flags)
                                    : CA_REAL_DRV(cuStreamCreate, stream, flags),
                      stream, flags);
 }
 
 CA_EXPORT CUresult cuStreamCreateWithPriority(CUstream *stream, unsigned flags, int priority) {
   CA_ENTER(CA_REAL_DRV(cuStreamCreateWithPriority, stream, flags, priority));
-  return drv_created(ca_shim_sim() ? sim_create((ca_stream_t *)stream, flags)
+  return drv_created(ca_shim_sim() ? ca_sim_rt_stream_create((ca_stream_t *)stream, flags)
                                    : CA_REAL_DRV(cuStreamCreateWithPriority, stream, flags, priority),
                      stream, flags);
 }
@@ -193,7 +144,7 @@ CA_EXPORT CUresult cuStreamCreateWithPriority(CUstream *stream, unsigned flags, 
 CA_EXPORT CUresult cuStreamDestroy_v2(CUstream stream) {
   CA_ENTER(CA_REAL_DRV(cuStreamDestroy_v2, stream));
   ca_stream_destroyed(stream);
-  return ca_shim_sim() ? ca_sim_stream_destroy(stream) : CA_REAL_DRV(cuStreamDestroy_v2, stream);
+  return ca_shim_sim() ? ca_sim_rt_stream_destroy(stream) : CA_REAL_DRV(cuStreamDestroy_v2, stream);
 }
 
 // ----------------------------------------------------------------------------
@@ -207,22 +158,22 @@ static CUresult drv_begun(CUresult rc) {
 
 CA_EXPORT CUresult cuStreamBeginCapture(CUstream stream) {
   CA_ENTER(CA_REAL_DRV(cuStreamBeginCapture, stream));
-  return drv_begun(ca_shim_sim() ? sim_begin(stream) : CA_REAL_DRV(cuStreamBeginCapture, stream));
+  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(stream) : CA_REAL_DRV(cuStreamBeginCapture, stream));
 }
 
 CA_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream stream) {
   CA_ENTER(CA_REAL_DRV(cuStreamBeginCapture_ptsz, stream));
-  return drv_begun(ca_shim_sim() ? sim_begin(ca_ptsz(stream)) : CA_REAL_DRV(cuStreamBeginCapture_ptsz, stream));
+  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(ca_ptsz(stream)) : CA_REAL_DRV(cuStreamBeginCapture_ptsz, stream));
 }
 
 CA_EXPORT CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode) {
   CA_ENTER(CA_REAL_DRV(cuStreamBeginCapture_v2, stream, mode));
-  return drv_begun(ca_shim_sim() ? sim_begin(stream) : CA_REAL_DRV(cuStreamBeginCapture_v2, stream, mode));
+  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(stream) : CA_REAL_DRV(cuStreamBeginCapture_v2, stream, mode));
 }
 
 CA_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode mode) {
   CA_ENTER(CA_REAL_DRV(cuStreamBeginCapture_v2_ptsz, stream, mode));
-  return drv_begun(ca_shim_sim() ? sim_begin(ca_ptsz(stream))
+  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(ca_ptsz(stream))
                                  : CA_REAL_DRV(cuStreamBeginCapture_v2_ptsz, stream, mode));
 }
 
@@ -230,7 +181,7 @@ CA_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream stream, CUgraph graph, c
                                                const CUgraphEdgeData *edges, size_t ndeps,
                                                CUstreamCaptureMode mode) {
   CA_ENTER(CA_REAL_DRV(cuStreamBeginCaptureToGraph, stream, graph, deps, edges, ndeps, mode));
-  return drv_begun(ca_shim_sim() ? sim_begin(stream)
+  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(stream)
                                  : CA_REAL_DRV(cuStreamBeginCaptureToGraph, stream, graph, deps, edges, ndeps,
                                                mode));
 }
@@ -239,23 +190,23 @@ CA_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph gra
                                                     const CUgraphEdgeData *edges, size_t ndeps,
                                                     CUstreamCaptureMode mode) {
   CA_ENTER(CA_REAL_DRV(cuStreamBeginCaptureToGraph_ptsz, stream, graph, deps, edges, ndeps, mode));
-  return drv_begun(ca_shim_sim() ? sim_begin(ca_ptsz(stream))
+  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(ca_ptsz(stream))
                                  : CA_REAL_DRV(cuStreamBeginCaptureToGraph_ptsz, stream, graph, deps, edges,
                                                ndeps, mode));
 }
 
 CA_EXPORT CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph) {
   CA_ENTER(CA_REAL_DRV(cuStreamEndCapture, stream, graph));
-  bool was = ca_shim_captures(stream);
-  CUresult rc = ca_shim_sim() ? sim_end(stream, graph) : CA_REAL_DRV(cuStreamEndCapture, stream, graph);
+  bool was = ca_stream_capturing(stream);
+  CUresult rc = ca_shim_sim() ? ca_sim_rt_capture_end(stream, graph) : CA_REAL_DRV(cuStreamEndCapture, stream, graph);
   capture_ended(was, stream);
   return rc;
 }
 
 CA_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph *graph) {
   CA_ENTER(CA_REAL_DRV(cuStreamEndCapture_ptsz, stream, graph));
-  bool was = ca_shim_captures(ca_ptsz(stream));
-  CUresult rc = ca_shim_sim() ? sim_end(ca_ptsz(stream), graph) : CA_REAL_DRV(cuStreamEndCapture_ptsz, stream, graph);
+  bool was = ca_stream_capturing(ca_ptsz(stream));
+  CUresult rc = ca_shim_sim() ? ca_sim_rt_capture_end(ca_ptsz(stream), graph) : CA_REAL_DRV(cuStreamEndCapture_ptsz, stream, graph);
   capture_ended(was, ca_ptsz(stream));
   return rc;
 }

@@ -13,24 +13,10 @@
 
 #include <sys/types.h>
 
-/* Makes dev current for the allocation; returns the device to restore
- * afterwards, or -1 when nothing changed. */
-static int switch_device(const ca_backend_t *be, int dev, bool *ok) {
-  int cur = -1;
-  *ok = true;
-  if (be->get_device(&cur) == CUDA_SUCCESS && cur == dev) return -1;
-  *ok = be->set_device(dev) == CUDA_SUCCESS;
-  return *ok ? cur : -1;
-}
-
 CA_EXPORT void *cudalloc_torch_malloc(ssize_t size, int device, cudaStream_t stream) {
-  if (size < 0 || !ca_shim_start()) return NULL;
-  const ca_backend_t *be = ca_backend();
-  bool ok;
-  int prev = switch_device(be, device, &ok);
   void *ptr = NULL;
-  if (ok && ca_malloc(&ptr, (size_t)size, stream, CA_CALLER) != CUDA_SUCCESS) ptr = NULL;
-  if (prev >= 0) be->set_device(prev);
+  if (size < 0 || !ca_shim_start()) return NULL;
+  if (ca_malloc_on(device, &ptr, (size_t)size, stream, CA_CALLER) != CUDA_SUCCESS) ptr = NULL;
   return ptr;
 }
 

@@ -28,7 +28,7 @@ static inline const ca_backend_t *sim_only_start(const char *conf, size_t *gran)
   cr_assert_eq(ca_config_load(conf), 0, "bad test configuration '%s'", conf);
   const ca_backend_t *be = &ca_backend_sim;
   ca_device_props_t props;
-  cr_assert_eq(be->init(), CUDA_SUCCESS);
+  cr_assert_eq(be->init(&ca_config.sim), CUDA_SUCCESS);
   cr_assert_eq(be->device_props(0, &props), CUDA_SUCCESS);
   *gran = props.granularity;
   return be;

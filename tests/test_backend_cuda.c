@@ -27,7 +27,7 @@ static const ca_backend_t *be = &ca_backend_cuda;
 static CUresult init_captured(char *err, size_t cap) {
   capture_t c;
   capture_begin(&c);
-  CUresult rc = be->init();
+  CUresult rc = be->init(NULL);
   capture_end(&c, err, cap);
   return rc;
 }
@@ -48,16 +48,19 @@ static CUresult init_expecting_failure(char *err, size_t cap) {
 Test(cuda_backend, the_table_is_complete) {
   cr_assert_str_eq(be->name, "cuda");
   cr_assert_not_null(be->abandon);
-#define CHECK_OP(op, err) cr_assert_not_null(be->op, "ca_backend_cuda." #op " is missing");
+#define CHECK_OP(op) cr_assert_not_null(be->op, "ca_backend_cuda." #op " is missing");
   CA_BACKEND_OPS(CHECK_OP)
 #undef CHECK_OP
 }
 
 Test(cuda_backend, the_configuration_selects_it) {
   cr_assert_eq(ca_config_load("backend:cuda"), 0);
-  cr_assert_eq(ca_backend_selected(), &ca_backend_cuda);
+  cr_assert_eq(ca_backend_find(ca_config.backend), &ca_backend_cuda);
   cr_assert_eq(ca_config_load(""), 0);
-  cr_assert_eq(ca_backend_selected(), &ca_backend_cuda, "cuda is the default backend");
+  cr_assert_eq(ca_backend_find(ca_config.backend), &ca_backend_cuda, "cuda is the default backend");
+  cr_assert_eq(ca_backend_find("sim"), &ca_backend_sim);
+  cr_assert_null(ca_backend_find("cud"));
+  cr_assert_null(ca_backend_find(NULL));
 }
 
 /* The library never links libcuda: it is loaded only when init() asks. */
@@ -94,7 +97,7 @@ Test(cuda_backend, a_failed_init_is_reported_once) {
 }
 
 static void *init_thread(void *arg) {
-  *(CUresult *)arg = ca_backend_cuda.init();
+  *(CUresult *)arg = ca_backend_cuda.init(NULL);
   return NULL;
 }
 
@@ -268,7 +271,7 @@ SMOKE(devices_and_contexts) {
   cr_assert_eq(be->mem_info(0, &fr, &tot), 0, "device 0 while device %d is current", n - 1);
   cr_assert_eq(be->get_device(&dev), 0);
   cr_assert_eq(dev, n - 1, "a call on device 0 changed the current device");
-  cr_assert_eq(be->init(), 0, "init is idempotent");
+  cr_assert_eq(be->init(NULL), 0, "init is idempotent");
 }
 
 SMOKE(reserve_create_map_access_unmap_release) {
@@ -453,7 +456,7 @@ Test(cuda_fake, abandon_makes_no_driver_call) {
   be->abandon();
   assert_every_entry_refuses();
   cr_assert_eq(fake_calls(), before, "%lu driver calls after abandon()", fake_calls() - before);
-  cr_assert_eq(be->init(), 0, "init after abandon starts again");
+  cr_assert_eq(be->init(NULL), 0, "init after abandon starts again");
   cr_assert_eq(be->get_device(&dev), 0);
 }
 

@@ -23,7 +23,7 @@ static volatile int done;
 
 static void *work(void *arg) {
   worker_t *w = arg;
-  if (ca_backend()) ca_backend()->set_device(0);
+  if (ca_state.be) ca_state.be->set_device(0);
   unsigned char *mine[SLOTS] = {0};
   size_t sizes[SLOTS] = {0};
   for (int op = 0; op < OPS; op++) {

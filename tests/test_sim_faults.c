@@ -10,11 +10,17 @@
 
 TestSuite(sim_faults, .fini = sim_fini);
 
-static const CUresult injected[CA_OP_COUNT] = {
-#define OP_ERR(op, err) err,
-    CA_BACKEND_OPS(OP_ERR)
-#undef OP_ERR
-};
+#define injected(op) ca_sim_injected_error(op)
+
+/* The table itself: an injected fault answers as the driver does when it
+ * is short of memory or a launch failed. */
+Test(sim_faults, injected_errors_are_the_drivers) {
+  cr_assert_eq(injected(CA_OP_create), CUDA_ERROR_OUT_OF_MEMORY);
+  cr_assert_eq(injected(CA_OP_map), CUDA_ERROR_OUT_OF_MEMORY);
+  cr_assert_eq(injected(CA_OP_event_record), CUDA_ERROR_LAUNCH_FAILED);
+  cr_assert_eq(injected(CA_OP_init), CUDA_ERROR_NOT_INITIALIZED);
+  for (int op = 0; op < CA_OP_COUNT; op++) cr_assert_neq(injected(op), CUDA_SUCCESS, "%s", ca_backend_op_name(op));
+}
 
 // ----------------------------------------------------------------------------
 // Counters
@@ -155,7 +161,7 @@ Test(sim_faults, each_op_fails_with_its_own_error) {
   ca_phys_t h2;
   ca_event_t e2;
   CUresult got[CA_OP_COUNT] = {
-      [CA_OP_init] = be->init(),
+      [CA_OP_init] = be->init(&ca_config.sim),
       [CA_OP_device_count] = be->device_count(&n),
       [CA_OP_get_device] = be->get_device(&n),
       [CA_OP_set_device] = be->set_device(0),
@@ -178,8 +184,8 @@ Test(sim_faults, each_op_fails_with_its_own_error) {
       [CA_OP_is_capturing] = be->is_capturing(NULL, &c),
   };
   for (int op = 0; op < CA_OP_COUNT; op++) {
-    cr_assert_eq(got[op], injected[op], "%s returned %d, not its injected %d",
-                 ca_backend_op_name((ca_backend_op_t)op), got[op], injected[op]);
+    cr_assert_eq(got[op], injected(op), "%s returned %d, not its injected %d",
+                 ca_backend_op_name((ca_backend_op_t)op), got[op], injected(op));
     cr_assert_eq(ca_sim_errors((ca_backend_op_t)op), 1);
   }
   /* every one of them changed nothing */
@@ -215,10 +221,10 @@ Test(sim_faults, a_failed_init_can_be_retried) {
   SKIP_ON_CUDA("instruments of the simulation");
   cr_assert_eq(ca_config_load("backend:sim,sim_fail:init@1"), 0);
   int n;
-  cr_assert_eq(ca_backend_sim.init(), CUDA_ERROR_NOT_INITIALIZED);
+  cr_assert_eq(ca_backend_sim.init(&ca_config.sim), CUDA_ERROR_NOT_INITIALIZED);
   cr_assert_eq(ca_backend_sim.device_count(&n), CUDA_ERROR_NOT_INITIALIZED,
                "the failed init started the device");
-  OK(ca_backend_sim.init());
+  OK(ca_backend_sim.init(&ca_config.sim));
   OK(ca_backend_sim.device_count(&n));
   cr_assert_eq(n, 1);
 }
@@ -274,7 +280,7 @@ Test(sim_faults, rate_one_fails_all_and_zero_stops) {
   ca_sim_fail_rate(CA_OP_COUNT, 1.0, 1);
   for (int i = 0; i < 10; i++) cr_assert_eq(be->create(0, g, &h), CUDA_ERROR_OUT_OF_MEMORY);
   cr_assert_eq(ca_sim_physical_used(0), 0);
-  OK(be->init()); /* a rate over every op leaves init alone */
+  OK(be->init(&ca_config.sim)); /* a rate over every op leaves init alone */
   ca_sim_fail_rate(CA_OP_COUNT, 0, 1);
   OK(be->create(0, g, &h));
 }

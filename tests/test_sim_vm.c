@@ -323,7 +323,7 @@ Test(sim_vm, init_is_idempotent) {
   const ca_backend_t *be = sim_start(CONF, &g);
   ca_phys_t h;
   OK(be->create(0, g, &h));
-  OK(be->init());
+  OK(be->init(&ca_config.sim));
   cr_assert_eq(ca_sim_live_handles(0), 1, "a second init started afresh");
   OK(be->release(h));
 }
@@ -590,7 +590,7 @@ Test(sim_vm, shutdown_leaves_nothing_behind) {
   cr_assert_eq(ca_sim_calls(CA_OP_create), 0, "counters survived");
   /* the next start is afresh, from the configuration */
   cr_assert_eq(ca_config_load("backend:sim"), 0);
-  OK(be->init());
+  OK(be->init(&ca_config.sim));
   int n;
   OK(be->device_count(&n));
   cr_assert_eq(n, 1);
@@ -610,7 +610,7 @@ Test(sim_vm, abandon_forgets_but_keeps_host_mappings) {
   cr_assert_str_eq(p, "still here", "abandon touched a host mapping");
   int n;
   BREAKS_RULE(be->device_count(&n), CUDA_ERROR_NOT_INITIALIZED);
-  OK(be->init());
+  OK(be->init(&ca_config.sim));
   cr_assert_eq(ca_sim_live_handles(0), 0);
   cr_assert_eq(ca_sim_physical_used(0), 0);
   BREAKS_RULE(be->release(h), CUDA_ERROR_INVALID_VALUE);
@@ -627,7 +627,7 @@ Test(sim_vm, fork_child_starts_clean) {
   if (pid == 0) {
     be->abandon();
     ca_phys_t h2;
-    int ok = be->init() == CUDA_SUCCESS && ca_sim_live_handles(0) == 0 &&
+    int ok = be->init(&ca_config.sim) == CUDA_SUCCESS && ca_sim_live_handles(0) == 0 &&
              be->create(0, g, &h2) == CUDA_SUCCESS && ca_sim_physical_used(0) == g;
     ca_sim_shutdown();
     _exit(ok ? 0 : 1);

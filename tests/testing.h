@@ -20,9 +20,10 @@ static inline int test_on_cuda(void) {
  * backend; returns it. Aborts the test when it cannot start. */
 static inline const ca_backend_t *test_start_backend(const char *conf) {
   cr_assert_eq(ca_config_load(conf), 0, "bad test configuration '%s'", conf);
-  if (test_on_cuda()) ca_config.backend = CA_BACKEND_CUDA;
-  const ca_backend_t *be = ca_backend_selected();
-  CUresult rc = be->init();
+  if (test_on_cuda()) strcpy(ca_config.backend, "cuda");
+  const ca_backend_t *be = ca_backend_find(ca_config.backend);
+  cr_assert_not_null(be, "no backend '%s'", ca_config.backend);
+  CUresult rc = be->init(&ca_config.sim);
   cr_assert_eq(rc, CUDA_SUCCESS, "backend %s failed to start: %d", be->name, rc);
   return be;
 }

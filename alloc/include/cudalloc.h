@@ -23,6 +23,17 @@ extern "C" {
 #define CUDALLOC_API
 #endif
 
+/* The version of this header; cudalloc_version() gives the library's
+ * (MAJOR * 10000 + MINOR * 100 + PATCH), which may differ when a program
+ * runs against another build than the one it was compiled with. */
+#define CUDALLOC_VERSION_MAJOR 0
+#define CUDALLOC_VERSION_MINOR 2
+#define CUDALLOC_VERSION_PATCH 0
+#define CUDALLOC_VERSION \
+  (CUDALLOC_VERSION_MAJOR * 10000 + CUDALLOC_VERSION_MINOR * 100 + CUDALLOC_VERSION_PATCH)
+
+CUDALLOC_API int cudalloc_version(void);
+
 // ----------------------------------------------------------------------------
 // Set-up and tear-down
 // ----------------------------------------------------------------------------

@@ -63,8 +63,11 @@ uint64_t ca_sim_errors(ca_backend_op_t op);
 /* Calls that broke a rule of the contract (misaligned, overlapping, ...). */
 uint64_t ca_sim_violations(void);
 
+/* The error an injected fault of op returns: the driver's answer to that
+ * call when the device is short of memory or a launch failed. */
+CUresult ca_sim_injected_error(ca_backend_op_t op);
 /* Makes the k-th call of op from now fail (k >= 1) with the op's injected
- * error (backend.h); k = 0 cancels. */
+ * error; k = 0 cancels. */
 void ca_sim_fail_nth(ca_backend_op_t op, uint64_t k);
 /* Makes every call of op (or of every op, with op = CA_OP_COUNT) fail with
  * probability p, drawn from a generator seeded with seed; p = 0 stops. */

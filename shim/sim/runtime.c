@@ -4,10 +4,10 @@
  * a machine without a GPU. This is how CI tests the preload.
  *
  * With the CUDA backend every call here goes to the real runtime untouched.
- * Events and stream queries are in sim_events.c, pinned host memory in
+ * Events and stream queries are in events.c, pinned host memory in
  * host.c.
  */
-#include "shim.h"
+#include "sim_runtime.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -56,7 +56,7 @@ CA_EXPORT cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int d
 
 CA_EXPORT cudaError_t cudaDeviceSynchronize(void) {
   CA_SIM_OR_REAL(cudaDeviceSynchronize);
-  return ca_rt_result(be->device_sync(ca_shim_device()));
+  return ca_rt_result(be->device_sync(ca_device_current()));
 }
 
 CA_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {

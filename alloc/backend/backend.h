@@ -1,8 +1,10 @@
 /* The one contract below the allocator core.
  *
- * Two implementations: backend_cuda.c (the CUDA driver, opened at run time)
- * and backend_sim.c (a simulated device on host memory). The core never
- * calls CUDA itself; everything it needs from a device is in this table.
+ * Two implementations: cuda.c (the CUDA driver, opened at run time) and
+ * sim/ (a simulated device on host memory). The core never calls CUDA
+ * itself and never names a backend: it asks ca_backend_find() for the one
+ * the configuration names; everything it needs from a device is in the
+ * table.
  *
  * Rules that hold for every entry, stated once:
  * - Every call returns 0 (CUDA_SUCCESS) or a CUresult error code, exactly the
@@ -29,6 +31,7 @@
 #ifndef CUDALLOC_BACKEND_H
 #define CUDALLOC_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cuda.h>
@@ -46,32 +49,15 @@ typedef struct ca_device_props_s {
   char name[64];
 } ca_device_props_t;
 
-/* Every operation, listed once: X(op, default error when a fault is injected). */
-#define CA_BACKEND_OPS(X)                                 \
-  X(init, CUDA_ERROR_NOT_INITIALIZED)                     \
-  X(device_count, CUDA_ERROR_NO_DEVICE)                   \
-  X(get_device, CUDA_ERROR_INVALID_CONTEXT)               \
-  X(set_device, CUDA_ERROR_INVALID_DEVICE)                \
-  X(device_props, CUDA_ERROR_INVALID_DEVICE)              \
-  X(mem_info, CUDA_ERROR_UNKNOWN)                         \
-  X(reserve, CUDA_ERROR_OUT_OF_MEMORY)                    \
-  X(va_free, CUDA_ERROR_UNKNOWN)                          \
-  X(create, CUDA_ERROR_OUT_OF_MEMORY)                     \
-  X(release, CUDA_ERROR_UNKNOWN)                          \
-  X(map, CUDA_ERROR_OUT_OF_MEMORY)                        \
-  X(unmap, CUDA_ERROR_UNKNOWN)                            \
-  X(set_access, CUDA_ERROR_OUT_OF_MEMORY)                 \
-  X(event_create, CUDA_ERROR_OUT_OF_MEMORY)               \
-  X(event_record, CUDA_ERROR_LAUNCH_FAILED)               \
-  X(event_query, CUDA_ERROR_LAUNCH_FAILED)                \
-  X(event_sync, CUDA_ERROR_LAUNCH_FAILED)                 \
-  X(event_destroy, CUDA_ERROR_INVALID_HANDLE)             \
-  X(stream_sync, CUDA_ERROR_LAUNCH_FAILED)                \
-  X(device_sync, CUDA_ERROR_LAUNCH_FAILED)                \
-  X(is_capturing, CUDA_ERROR_INVALID_HANDLE)
+/* Every operation, listed once. */
+#define CA_BACKEND_OPS(X)                                                        \
+  X(init) X(device_count) X(get_device) X(set_device) X(device_props) X(mem_info) \
+  X(reserve) X(va_free) X(create) X(release) X(map) X(unmap) X(set_access)       \
+  X(event_create) X(event_record) X(event_query) X(event_sync) X(event_destroy)  \
+  X(stream_sync) X(device_sync) X(is_capturing)
 
 typedef enum ca_backend_op_e {
-#define CA_OP_ENUM(op, err) CA_OP_##op,
+#define CA_OP_ENUM(op) CA_OP_##op,
   CA_BACKEND_OPS(CA_OP_ENUM)
 #undef CA_OP_ENUM
   CA_OP_COUNT
@@ -81,19 +67,47 @@ typedef enum ca_backend_op_e {
 const char *ca_backend_op_name(ca_backend_op_t op);
 int ca_backend_op_from_name(const char *name, size_t len);
 
+#define CA_BACKEND_MAX_FAULTS 8
+
+/* A fault a simulated backend injects: the nth call of op fails (1-based). */
+typedef struct ca_fault_spec_s {
+  ca_backend_op_t op;
+  uint64_t nth;
+} ca_fault_spec_t;
+
+/* Settings a backend reads when it starts: CUDALLOC_CONF's sim_* keys,
+ * which only the simulated device has (a real backend ignores them). */
+typedef struct ca_backend_options_s {
+  unsigned devices;
+  uint64_t capacity;            /* bytes per device */
+  uint64_t granularity;         /* bytes */
+  bool events_manual;
+  ca_fault_spec_t fail[CA_BACKEND_MAX_FAULTS];
+  unsigned fail_count;
+  double fail_rate;
+  uint64_t seed;
+  unsigned latency_us[CA_OP_COUNT];
+} ca_backend_options_t;
+
 typedef struct ca_backend_s {
   const char *name;
+  /* true when device memory is host memory and the runtime calls around
+   * allocations (streams, events, copies) must be emulated by the shim. */
+  bool simulated;
 
   /* Starts the backend; idempotent. When the device cannot be reached it
    * prints one line on stderr and fails: CUDA_ERROR_NOT_INITIALIZED when
    * there is no driver to load, else the driver's own code (cuInit's). A
    * failure is remembered and returned again, silently. Every other entry
    * returns CUDA_ERROR_NOT_INITIALIZED until init has succeeded. */
-  CUresult (*init)(void);
+  CUresult (*init)(const ca_backend_options_t *options);
   /* Forgets every device object without calling the device: the state
    * after fork() in the child, or after the driver has gone at exit. Until
    * the next init, every entry returns CUDA_ERROR_NOT_INITIALIZED. */
   void (*abandon)(void);
+  /* Gives back every device object the backend still holds, so that the
+   * next init starts afresh (cudalloc_shutdown). */
+  void (*shutdown)(void);
 
   /* -- devices ------------------------------------------------------------ */
   CUresult (*device_count)(int *count);
@@ -132,7 +146,7 @@ typedef struct ca_backend_s {
 extern const ca_backend_t ca_backend_sim;
 extern const ca_backend_t ca_backend_cuda;
 
-/* The backend the configuration selects. */
-const ca_backend_t *ca_backend_selected(void);
+/* The backend called name ("cuda", "sim"), or NULL. */
+const ca_backend_t *ca_backend_find(const char *name);
 
 #endif /* CUDALLOC_BACKEND_H */

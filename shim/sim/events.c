@@ -6,7 +6,7 @@
  * records. With the CUDA backend every call goes to the real runtime.
  */
 #define _GNU_SOURCE
-#include "shim.h"
+#include "sim_runtime.h"
 
 #include <stdlib.h>
 #include <time.h>
@@ -35,7 +35,7 @@ static cudaError_t create(const ca_backend_t *be, cudaEvent_t *out, unsigned fla
   if (!out) return ca_rt_error(cudaErrorInvalidValue);
   sim_event_t *e = calloc(1, sizeof *e);
   if (!e) return ca_rt_error(cudaErrorMemoryAllocation);
-  CUresult rc = be->event_create(ca_shim_device(), &e->event);
+  CUresult rc = be->event_create(ca_device_current(), &e->event);
   if (rc != CUDA_SUCCESS) {
     free(e);
     return ca_rt_result(rc);
@@ -127,7 +127,7 @@ CA_EXPORT cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEve
  * recorded now tells. */
 static cudaError_t stream_query(const ca_backend_t *be, ca_stream_t stream) {
   ca_event_t ev;
-  CUresult rc = be->event_create(ca_shim_device(), &ev);
+  CUresult rc = be->event_create(ca_device_current(), &ev);
   if (rc != CUDA_SUCCESS) return ca_rt_result(rc);
   rc = be->event_record(ev, stream);
   if (rc == CUDA_SUCCESS) rc = be->event_query(ev);

@@ -11,15 +11,37 @@
 #include <string.h>
 #include <time.h>
 
-#include "config.h"
-
+/* What an injected fault returns: the driver's error for that call when the
+ * device is short of memory or a launch failed. */
 static const CUresult injected_error[CA_OP_COUNT] = {
-#define CA_OP_ERR(op, err) err,
-    CA_BACKEND_OPS(CA_OP_ERR)
-#undef CA_OP_ERR
+    [CA_OP_init] = CUDA_ERROR_NOT_INITIALIZED,
+    [CA_OP_device_count] = CUDA_ERROR_NO_DEVICE,
+    [CA_OP_get_device] = CUDA_ERROR_INVALID_CONTEXT,
+    [CA_OP_set_device] = CUDA_ERROR_INVALID_DEVICE,
+    [CA_OP_device_props] = CUDA_ERROR_INVALID_DEVICE,
+    [CA_OP_mem_info] = CUDA_ERROR_UNKNOWN,
+    [CA_OP_reserve] = CUDA_ERROR_OUT_OF_MEMORY,
+    [CA_OP_va_free] = CUDA_ERROR_UNKNOWN,
+    [CA_OP_create] = CUDA_ERROR_OUT_OF_MEMORY,
+    [CA_OP_release] = CUDA_ERROR_UNKNOWN,
+    [CA_OP_map] = CUDA_ERROR_OUT_OF_MEMORY,
+    [CA_OP_unmap] = CUDA_ERROR_UNKNOWN,
+    [CA_OP_set_access] = CUDA_ERROR_OUT_OF_MEMORY,
+    [CA_OP_event_create] = CUDA_ERROR_OUT_OF_MEMORY,
+    [CA_OP_event_record] = CUDA_ERROR_LAUNCH_FAILED,
+    [CA_OP_event_query] = CUDA_ERROR_LAUNCH_FAILED,
+    [CA_OP_event_sync] = CUDA_ERROR_LAUNCH_FAILED,
+    [CA_OP_event_destroy] = CUDA_ERROR_INVALID_HANDLE,
+    [CA_OP_stream_sync] = CUDA_ERROR_LAUNCH_FAILED,
+    [CA_OP_device_sync] = CUDA_ERROR_LAUNCH_FAILED,
+    [CA_OP_is_capturing] = CUDA_ERROR_INVALID_HANDLE,
 };
 
-#define SIM_FAIL_SLOTS CA_CONFIG_MAX_FAULTS
+CUresult ca_sim_injected_error(ca_backend_op_t op) {
+  return (unsigned)op < CA_OP_COUNT ? injected_error[op] : CUDA_ERROR_UNKNOWN;
+}
+
+#define SIM_FAIL_SLOTS CA_BACKEND_MAX_FAULTS
 
 static uint64_t calls[CA_OP_COUNT];
 static uint64_t errors[CA_OP_COUNT];
@@ -129,14 +151,12 @@ static void add_target(ca_backend_op_t op, uint64_t k) {
   }
 }
 
-void ca_sim_faults_arm(void) {
-  for (unsigned i = 0; i < ca_config.sim_fail_count && i < CA_CONFIG_MAX_FAULTS; i++)
-    if (valid_op(ca_config.sim_fail[i].op) && ca_config.sim_fail[i].nth)
-      add_target(ca_config.sim_fail[i].op, ca_config.sim_fail[i].nth);
-  if (ca_config.sim_fail_rate > 0)
-    ca_sim_fail_rate(CA_OP_COUNT, ca_config.sim_fail_rate, ca_config.sim_seed);
+void ca_sim_faults_arm(const ca_backend_options_t *o) {
+  for (unsigned i = 0; i < o->fail_count && i < CA_BACKEND_MAX_FAULTS; i++)
+    if (valid_op(o->fail[i].op) && o->fail[i].nth) add_target(o->fail[i].op, o->fail[i].nth);
+  if (o->fail_rate > 0) ca_sim_fail_rate(CA_OP_COUNT, o->fail_rate, o->seed);
   for (int op = 0; op < CA_OP_COUNT; op++)
-    if (ca_config.sim_latency_us[op]) STORE(&latency_us[op], ca_config.sim_latency_us[op]);
+    if (o->latency_us[op]) STORE(&latency_us[op], o->latency_us[op]);
 }
 
 void ca_sim_faults_reset(void) {

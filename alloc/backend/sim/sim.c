@@ -14,7 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "config.h"
 #include "log.h"
 
 sim_state_t ca_sim = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -117,14 +116,14 @@ static bool settings_valid(size_t capacity, size_t gran, unsigned ndev) {
   return capacity >= gran;
 }
 
-/* Builds the devices from the configuration. */
-static CUresult start_locked(void) {
-  size_t gran = ca_config.sim_granularity;
-  size_t capacity = ca_config.sim_capacity / (gran ? gran : 1) * gran;
-  unsigned ndev = ca_config.sim_devices;
+/* Builds the devices from the options. */
+static CUresult start_locked(const ca_backend_options_t *o) {
+  size_t gran = o->granularity;
+  size_t capacity = o->capacity / (gran ? gran : 1) * gran;
+  unsigned ndev = o->devices;
   if (!settings_valid(capacity, gran, ndev)) {
     ca_log("simulated device: bad settings (%u devices, capacity %zu, granularity %zu)", ndev,
-           (size_t)ca_config.sim_capacity, gran);
+           (size_t)o->capacity, gran);
     return CUDA_ERROR_NOT_INITIALIZED;
   }
   ca_sim.handles.tag = 'H';
@@ -198,22 +197,24 @@ static void sim_abandon(void) {
 
 /* Controls from the configuration are applied once per life of the
  * simulation (before init counts itself, so that sim_fail:init@1 works). */
-static void arm_once(void) {
+static void arm_once(const ca_backend_options_t *o) {
   pthread_mutex_lock(&ca_sim.lock);
   if (!ca_sim.armed) {
     ca_sim.armed = true;
-    ca_sim.manual = ca_sim.manual || ca_config.sim_events_manual;
-    ca_sim_faults_arm();
+    ca_sim.manual = ca_sim.manual || o->events_manual;
+    ca_sim_faults_arm(o);
   }
   pthread_mutex_unlock(&ca_sim.lock);
 }
 
-static CUresult sim_init(void) {
-  arm_once();
+static CUresult sim_init(const ca_backend_options_t *options) {
+  ca_backend_options_t defaults = {.devices = 1, .capacity = 1024ull << 20, .granularity = 2ull << 20, .seed = 1};
+  const ca_backend_options_t *o = options ? options : &defaults;
+  arm_once(o);
   CUresult rc = ca_sim_enter(CA_OP_init);
   if (rc == CUDA_SUCCESS) {
     pthread_mutex_lock(&ca_sim.lock);
-    if (!ca_sim.started) rc = start_locked();
+    if (!ca_sim.started) rc = start_locked(o);
     pthread_mutex_unlock(&ca_sim.lock);
   }
   return ca_sim_leave(CA_OP_init, rc);
@@ -338,8 +339,10 @@ static CUresult sim_is_capturing(ca_stream_t stream, int *capturing) {
 
 const ca_backend_t ca_backend_sim = {
     .name = "sim",
+    .simulated = true,
     .init = sim_init,
     .abandon = sim_abandon,
+    .shutdown = ca_sim_shutdown,
     .device_count = sim_device_count,
     .get_device = sim_get_device,
     .set_device = sim_set_device,

@@ -185,7 +185,8 @@ static CUresult start_driver(void) {
 
 /* Idempotent; a failure is reported once and then returned by every call
  * until abandon() (a fork child may try again). */
-static CUresult cuda_init(void) {
+static CUresult cuda_init(const ca_backend_options_t *options) {
+  (void)options;   /* the options are the simulated device's */
   if (ready()) return CUDA_SUCCESS;
   pthread_mutex_lock(&g.lock);
   CUresult rc = CUDA_SUCCESS;
@@ -460,6 +461,10 @@ const ca_backend_t ca_backend_cuda = {
     .name = "cuda",
     .init = cuda_init,
     .abandon = cuda_abandon,
+    /* The device objects the core made are gone by then; what remains is
+     * the retained primary contexts, which the runtime shares with the
+     * program: keep them, and forget the rest as after a fork. */
+    .shutdown = cuda_abandon,
     .device_count = cuda_device_count,
     .get_device = cuda_get_device,
     .set_device = cuda_set_device,

@@ -1,11 +1,10 @@
-/* Picks the backend the configuration names, and names the operations. */
+/* Finds a backend by name, and names the operations. */
 #include "backend.h"
-#include "config.h"
 
 #include <string.h>
 
 static const char *const op_names[CA_OP_COUNT] = {
-#define CA_OP_NAME(op, err) #op,
+#define CA_OP_NAME(op) #op,
     CA_BACKEND_OPS(CA_OP_NAME)
 #undef CA_OP_NAME
 };
@@ -20,6 +19,10 @@ int ca_backend_op_from_name(const char *name, size_t len) {
   return -1;
 }
 
-const ca_backend_t *ca_backend_selected(void) {
-  return ca_config.backend == CA_BACKEND_SIM ? &ca_backend_sim : &ca_backend_cuda;
+static const ca_backend_t *const backends[] = {&ca_backend_cuda, &ca_backend_sim};
+
+const ca_backend_t *ca_backend_find(const char *name) {
+  for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
+    if (name && strcmp(backends[i]->name, name) == 0) return backends[i];
+  return NULL;
 }

@@ -181,7 +181,7 @@ CUresult ca_sim_enter(ca_backend_op_t op);
 CUresult ca_sim_leave(ca_backend_op_t op, CUresult rc);
 void ca_sim_count_violation(void);
 /* Applies the configuration's fault, rate and latency settings. */
-void ca_sim_faults_arm(void);
+void ca_sim_faults_arm(const ca_backend_options_t *options);
 /* Forgets every counter and control. */
 void ca_sim_faults_reset(void);
 

@@ -15,14 +15,20 @@
 #include "backend.h"
 
 /* Starts the allocator (configuration, backend) once; later calls return
- * the first call's result. */
+ * the first call's result. conf NULL: CUDALLOC_CONF. */
 CUresult ca_init(const char *conf);
-/* The backend in use (after ca_init succeeded), else NULL. */
-const ca_backend_t *ca_backend(void);
+/* true when the backend CUDALLOC_CONF names is a simulated device (whose
+ * runtime calls the shim must serve): known without starting anything, so
+ * that those calls can be forwarded before the first allocation. */
+bool ca_backend_is_simulated(void);
+/* The calling thread's current device; 0 when it has none. */
+int ca_device_current(void);
 
 /* Allocation on the calling thread's current device. caller is the call
  * site recorded for leak reports (a return address, or NULL). */
 CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, void *caller);
+/* The same on device dev (-1: the current device). */
+CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, void *caller);
 
 /* Frees ptr, freed in the order of stream: reusable at once on stream,
  * elsewhere when the stream's earlier work has completed.
@@ -53,6 +59,10 @@ void ca_stream_destroyed(ca_stream_t stream);
  * held back until the last capture ends. */
 void ca_capture_begin(void);
 void ca_capture_end(void);
+/* true when stream is being captured into a graph (allocations on it must
+ * then reach the driver as graph memory nodes). Cheap while no capture is
+ * underway: the core counts them. */
+bool ca_stream_capturing(ca_stream_t stream);
 
 /* Free memory as a program should see it: the driver's free memory plus
  * what cudalloc holds but could give back, never above the total. */

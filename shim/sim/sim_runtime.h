@@ -1,0 +1,37 @@
+/* The runtime calls that only the simulated device needs: with a real GPU
+ * the real runtime serves them, and these files are never reached.
+ *
+ *   runtime.c  devices, synchronization, copies and fills
+ *   events.c   runtime events and stream queries
+ *   streams.c  stream creation and graph capture
+ *   host.c     pinned host memory
+ */
+#ifndef CUDALLOC_SHIM_SIM_RUNTIME_H
+#define CUDALLOC_SHIM_SIM_RUNTIME_H
+
+#include "shim.h"
+
+/* The simulated device, started; NULL when the program runs on CUDA. */
+const ca_backend_t *ca_shim_sim_backend(void);
+
+/* Opens a runtime call served only on the simulated device: with CUDA it
+ * goes to the real runtime untouched. Leaves the device in `be`. */
+#define CA_SIM_OR_REAL(name, ...)                              \
+  const ca_backend_t *be = ca_shim_sim_backend();              \
+  if (!be) return CA_REAL_RT(name, __VA_ARGS__)
+/* The same, for a call that needs nothing from the device. */
+#define CA_SIM_ONLY(name, ...) \
+  if (!ca_shim_sim_backend()) return CA_REAL_RT(name, __VA_ARGS__)
+
+/* "streams.c": as cuStreamCreate, cuStreamDestroy, cuStreamBeginCapture and
+ * cuStreamEndCapture answer (the simulated device records no graph). */
+CUresult ca_sim_rt_stream_create(ca_stream_t *stream, unsigned flags);
+CUresult ca_sim_rt_stream_destroy(ca_stream_t stream);
+CUresult ca_sim_rt_capture_begin(ca_stream_t stream);
+CUresult ca_sim_rt_capture_end(ca_stream_t stream, CUgraph *graph);
+
+/* "host.c": cudaHostAlloc and cudaFreeHost on host memory. */
+cudaError_t ca_sim_rt_host_alloc(void **ptr, size_t size);
+cudaError_t ca_sim_rt_host_free(void *ptr);
+
+#endif /* CUDALLOC_SHIM_SIM_RUNTIME_H */
