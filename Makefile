@@ -159,6 +159,7 @@ uninstall:
 include shim/shim.mk
 include kernels/kernels.mk
 include bench/bench.mk
+include tests/fuzz/fuzz.mk
 
 # --- tests -------------------------------------------------------------------
 TEST_SRCS := $(sort $(wildcard tests/test_*.c))

@@ -1,0 +1,169 @@
+/* libFuzzer target: operation sequences against a tiny simulated device
+ * whose events complete only when the sequence says so, with backend faults
+ * injected at chosen calls. After every operation: the invariant checker
+ * is clean, no two live blocks overlap, and every live block still holds
+ * what was written to it. After the sequence, freeing everything, letting
+ * the device finish and emptying the cache leaves no physical handle and
+ * no mapping behind. Any break aborts, which libFuzzer reports. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_sim.h"
+#include "cudalloc.h"
+
+#define SLOTS 48
+#define NSTREAMS 4
+
+#define REQUIRE(cond, ...)                                                   \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
+      fprintf(stderr, "fuzz_ops: broken: %s: ", #cond);                      \
+      fprintf(stderr, __VA_ARGS__);                                          \
+      fputc('\n', stderr);                                                   \
+      abort();                                                               \
+    }                                                                        \
+  } while (0)
+
+typedef struct slot_s {
+  unsigned char *p;
+  size_t size;
+  int stream;
+  unsigned char tag;
+} slot_t;
+
+typedef struct run_s {
+  const uint8_t *data;
+  size_t size, at;
+  slot_t slot[SLOTS];
+  cudaStream_t streams[NSTREAMS];   /* [0]: the legacy stream */
+} run_t;
+
+static unsigned next(run_t *r) { return r->at < r->size ? r->data[r->at++] : 0; }
+
+static size_t pick_size(run_t *r) {
+  unsigned a = next(r), b = next(r);
+  switch (a % 6) {
+  case 0: return 1 + b % 64;
+  case 1: return 1 + (size_t)b * 37;
+  case 2: return 4096 + (size_t)b * 1021;
+  case 3: return (64u << 10) + (size_t)b * 8191;
+  case 4: return (1u << 20) + (size_t)b * 16381;
+  default: return (size_t)(1 + b % 8) << 20;
+  }
+}
+
+/* The head and the tail of a block carry its tag. */
+static size_t probe(size_t size) { return size < 64 ? size : 64; }
+
+static void stamp(slot_t *s) {
+  memset(s->p, s->tag, probe(s->size));
+  memset(s->p + s->size - probe(s->size), s->tag, probe(s->size));
+}
+
+static void verify(const slot_t *s, int k) {
+  for (size_t i = 0; i < probe(s->size); i++) {
+    REQUIRE(s->p[i] == s->tag, "slot %d: head byte %zu changed", k, i);
+    REQUIRE(s->p[s->size - 1 - i] == s->tag, "slot %d: tail byte %zu changed", k, i);
+  }
+}
+
+static void check_all(run_t *r) {
+  REQUIRE(cudalloc_check() == 0, "cudalloc_check");
+  for (int i = 0; i < SLOTS; i++) {
+    slot_t *a = &r->slot[i];
+    if (!a->p) continue;
+    verify(a, i);
+    for (int j = i + 1; j < SLOTS; j++) {
+      slot_t *b = &r->slot[j];
+      if (b->p) REQUIRE(a->p + a->size <= b->p || b->p + b->size <= a->p, "slots %d and %d overlap", i, j);
+    }
+  }
+}
+
+static void do_alloc(run_t *r, int k) {
+  slot_t *s = &r->slot[k];
+  if (s->p) return;
+  size_t size = pick_size(r);
+  int stream = (int)(next(r) % NSTREAMS);
+  void *p = NULL;
+  cudaError_t err = cudalloc_malloc(&p, size, r->streams[stream]);
+  if (err != cudaSuccess) {
+    /* out of memory, or the error of an injected fault as the runtime names it */
+    REQUIRE(err == cudaErrorMemoryAllocation || err == cudaErrorLaunchFailure || err == cudaErrorUnknown ||
+                err == cudaErrorInvalidValue || err == cudaErrorDeviceUninitialized ||
+                err == cudaErrorInvalidResourceHandle,
+            "malloc of %zu failed with %d", size, (int)err);
+    return;
+  }
+  REQUIRE(p != NULL, "malloc of %zu returned NULL", size);
+  *s = (slot_t){p, size, stream, (unsigned char)(1 + (r->at & 0xfe))};
+  stamp(s);
+}
+
+static void do_free(run_t *r, int k, unsigned how) {
+  slot_t *s = &r->slot[k];
+  if (!s->p) return;
+  verify(s, k);
+  cudaError_t err = how == 0   ? cudalloc_free(s->p, r->streams[s->stream])
+                    : how == 1 ? cudalloc_free(s->p, r->streams[(s->stream + 1) % NSTREAMS])
+                               : cudalloc_free_sync(s->p);
+  REQUIRE(err == cudaSuccess, "free of slot %d failed with %d", k, (int)err);
+  s->p = NULL;
+}
+
+static void do_fault(run_t *r) {
+  ca_backend_op_t op = (ca_backend_op_t)(1 + next(r) % (CA_OP_COUNT - 1));   /* never init */
+  ca_sim_fail_nth(op, 1 + next(r) % 8);
+}
+
+static void step(run_t *r) {
+  unsigned op = next(r);
+  int k = (int)(next(r) % SLOTS);
+  switch (op % 10) {
+  case 0: case 1: case 2: do_alloc(r, k); break;
+  case 3: case 4: do_free(r, k, op / 10 % 3); break;
+  case 5: ca_sim_stream_complete(r->streams[next(r) % NSTREAMS]); break;
+  case 6: cudalloc_step(); break;
+  case 7: cudalloc_empty_cache(); break;
+  case 8: do_fault(r); break;
+  default: ca_sim_complete_all(); break;
+  }
+  check_all(r);
+}
+
+/* Everything freed, the device idle and the cache emptied: nothing held.
+ * The step seals the frees' fences (records their events) first, so that
+ * the device's finishing completes them: empty_cache itself never waits. */
+static void drain(run_t *r) {
+  for (int op = 0; op < CA_OP_COUNT; op++) ca_sim_fail_nth((ca_backend_op_t)op, 0);
+  for (int k = 0; k < SLOTS; k++)
+    if (r->slot[k].p) do_free(r, k, 2);
+  cudalloc_step();
+  ca_sim_complete_all();
+  REQUIRE(cudalloc_empty_cache() == cudaSuccess, "empty_cache");
+  check_all(r);
+  REQUIRE(ca_sim_live_handles(0) == 0, "%d physical handles left after emptying the cache",
+          ca_sim_live_handles(0));
+  REQUIRE(ca_sim_mapped_bytes(0) == 0, "%zu bytes left mapped after emptying the cache", ca_sim_mapped_bytes(0));
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  run_t r = {.data = data, .size = size};
+  const char *modes[] = {"expandable_segments:true", "expandable_segments:false"};
+  char conf[256];
+  snprintf(conf, sizeof conf,
+           "backend:sim,sim_capacity_mb:24,sim_granularity_kb:64,sim_events:manual,quiet:true,track:off,%s",
+           modes[size ? data[0] & 1 : 0]);
+  REQUIRE(cudalloc_init(conf) == cudaSuccess, "init");
+  r.streams[0] = 0;
+  for (int i = 1; i < NSTREAMS; i++)
+    REQUIRE(ca_sim_stream_create((ca_stream_t *)&r.streams[i], i == NSTREAMS - 1) == CUDA_SUCCESS, "stream");
+  r.at = 1;
+  while (r.at < r.size) step(&r);
+  drain(&r);
+  for (int i = 1; i < NSTREAMS; i++) ca_sim_stream_destroy(r.streams[i]);
+  cudalloc_shutdown();
+  return 0;
+}
