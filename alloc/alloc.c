@@ -7,10 +7,17 @@
  *   5. wait for pending frees, oldest first, retrying 1 and 4 after each
  *   6. give every cached page back and grow once more
  * and only then fails, with a report. */
-#include "internal.h"
-
+#include "blocks.h"
 #include "core.h"
+#include "device.h"
+#include "fence.h"
 #include "log.h"
+#include "pages.h"
+#include "pool.h"
+#include "ptrmap.h"
+#include "report.h"
+#include "segments.h"
+#include "track.h"
 
 static ca_block_t *take(ca_device_t *d, size_t rounded, ca_stream_t stream) {
   return ca_pool_take(d, ca_pool_for(d, rounded), rounded, stream);

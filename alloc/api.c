@@ -1,9 +1,13 @@
 /* The public C API (cudalloc.h): argument checks and CUDA error codes over
  * the core. The interception shim reaches the same core through core.h. */
-#include "internal.h"
-
+#include "check.h"
 #include "core.h"
+#include "device.h"
+#include "fence.h"
 #include "log.h"
+#include "pages.h"
+#include "report.h"
+#include "stats.h"
 
 cudaError_t ca_cuda_error(CUresult err) {
   switch (err) {
@@ -122,7 +126,7 @@ static size_t reclaimable(ca_device_t *d) {
   ca_fences_seal(d);
   ca_fences_poll(d);
   size_t bytes = d->page_cache_count * d->page;
-  for (int p = 0; p < 2; p++) {
+  for (int p = 0; p < CA_POOL_COUNT; p++) {
     for (ca_segment_t *seg = d->pools[p].segments; seg; seg = seg->next) {
       for (ca_block_t *b = seg->first; b; b = b->next) {
         if (b->state != CA_FREE || b->kind != CA_MAPPED) continue;

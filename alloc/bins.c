@@ -3,12 +3,17 @@
  * that finding the first non-empty bin above a size costs two bit scans.
  * Sizes are multiples of CA_MIN_BLOCK, so the linear first level covers
  * CA_MIN_BLOCK steps up to CA_BINS_SL * CA_MIN_BLOCK. */
-#include "internal.h"
+#include "bins.h"
 
 #include <string.h>
 
 #define MIN_SHIFT 9 /* log2(CA_MIN_BLOCK) */
 #define LINEAR_SHIFT (MIN_SHIFT + CA_BINS_SL_LOG2)
+
+_Static_assert(1u << MIN_SHIFT == CA_MIN_BLOCK, "MIN_SHIFT is log2(CA_MIN_BLOCK)");
+/* The last first-level bin starts below the largest size, so every size
+ * has a bin (sizes beyond it share the last one). */
+_Static_assert(LINEAR_SHIFT + CA_BINS_FL - 2 < 64, "the first level reaches the largest size");
 
 static int log2_floor(size_t x) { return 63 - __builtin_clzll((unsigned long long)x); }
 
@@ -34,6 +39,7 @@ static size_t bin_floor(int fl, int sl) {
 void ca_bins_init(ca_bins_t *bins) { memset(bins, 0, sizeof *bins); }
 
 void ca_bins_insert(ca_bins_t *bins, ca_block_t *b) {
+  ca_assert(!b->in_bins && b->size && b->size % CA_MIN_BLOCK == 0);
   int fl, sl;
   bin_of(b->size, &fl, &sl);
   b->bin_prev = NULL;
@@ -50,6 +56,7 @@ void ca_bins_insert(ca_bins_t *bins, ca_block_t *b) {
 }
 
 void ca_bins_remove(ca_bins_t *bins, ca_block_t *b) {
+  ca_assert(b->in_bins);
   int fl = b->bin_fl, sl = b->bin_sl;
   if (b->bin_prev) b->bin_prev->bin_next = b->bin_next;
   else bins->heads[fl][sl] = b->bin_next;

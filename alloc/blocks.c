@@ -1,9 +1,12 @@
-/* Block structs (host memory, recycled per device), splitting, merging and
+/* Block structs (host memory, recycled per device), splitting, merging,
+ * the change to FREE (a freed block coalesces into its pool's bins), and
  * the size policy: rounding and which pool a request belongs to. */
-#include "internal.h"
+#include "blocks.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "bins.h"
 
 ca_block_t *ca_block_new(ca_device_t *d) {
   ca_block_t *b = d->spare_blocks;
@@ -31,6 +34,7 @@ void ca_block_delete(ca_device_t *d, ca_block_t *b) {
 }
 
 ca_block_t *ca_block_split(ca_device_t *d, ca_block_t *b, size_t offset) {
+  ca_assert(offset && offset < b->size && offset % CA_MIN_BLOCK == 0);
   ca_block_t *rest = ca_block_new(d);
   if (!rest) return NULL;
   rest->addr = b->addr + offset;
@@ -39,7 +43,6 @@ ca_block_t *ca_block_split(ca_device_t *d, ca_block_t *b, size_t offset) {
   rest->state = b->state;
   rest->kind = b->kind;
   rest->queue = b->queue;
-  rest->free_tick = b->free_tick;
   rest->prev = b;
   rest->next = b->next;
   if (b->next) b->next->prev = rest;
@@ -50,10 +53,49 @@ ca_block_t *ca_block_split(ca_device_t *d, ca_block_t *b, size_t offset) {
 
 void ca_block_absorb_next(ca_device_t *d, ca_block_t *b) {
   ca_block_t *n = b->next;
+  ca_assert(n && n->addr == b->addr + b->size && !n->in_bins);
   b->size += n->size;
   b->next = n->next;
   if (n->next) n->next->prev = b;
   ca_block_delete(d, n);
+}
+
+void ca_block_set_free(ca_block_t *b, ca_block_kind_t kind) {
+  b->state = CA_FREE;
+  b->kind = kind;
+  b->queue = NULL;
+  b->fence = NULL;
+  b->stream = NULL;
+  b->site = NULL;
+}
+
+static ca_bins_t *free_bins(ca_pool_t *pool, const ca_block_t *b) {
+  return b->kind == CA_HOLE ? &pool->holes : &pool->bins;
+}
+
+static bool joins(const ca_block_t *b, const ca_block_t *neighbour) {
+  return neighbour && neighbour->state == CA_FREE && neighbour->kind == b->kind && neighbour->in_bins;
+}
+
+ca_block_t *ca_block_coalesce_free(ca_device_t *d, ca_block_t *b) {
+  ca_pool_t *pool = b->seg->pool;
+  ca_block_t *p = b->prev, *n = b->next;
+  if (joins(b, p)) {
+    ca_bins_remove(free_bins(pool, p), p);
+    ca_block_absorb_next(d, p);
+    b = p;
+  }
+  if (joins(b, n)) {
+    ca_bins_remove(free_bins(pool, n), n);
+    ca_block_absorb_next(d, b);
+  }
+  ca_bins_insert(free_bins(pool, b), b);
+  return b;
+}
+
+void ca_block_release(ca_device_t *d, ca_block_t *b) {
+  ca_block_set_free(b, CA_MAPPED);
+  ca_block_coalesce_free(d, b);
 }
 
 /* PyTorch's roundup_power2_divisions: a size between two powers of two is
@@ -75,5 +117,5 @@ size_t ca_round_size(size_t size) {
 }
 
 ca_pool_t *ca_pool_for(ca_device_t *d, size_t rounded) {
-  return &d->pools[rounded <= CA_SMALL_REQUEST ? 0 : 1];
+  return &d->pools[rounded <= CA_SMALL_REQUEST ? CA_POOL_SMALL : CA_POOL_LARGE];
 }

@@ -1,26 +1,15 @@
 /* cudalloc_check(): walks every pool of a device and verifies the
  * invariants the rest of the core relies on. Each broken invariant has its
- * own code and one line on stderr. */
-#include "internal.h"
+ * own code (check.h) and one line on stderr. */
+#include "check.h"
 
 #include "log.h"
-
-enum {
-  CHECK_OK,
-  CHECK_TILING = 1,        /* blocks do not tile their segment */
-  CHECK_SIZE,              /* a block size is zero or not a multiple of 512 */
-  CHECK_UNCOALESCED,       /* two free neighbours of one kind not merged */
-  CHECK_BINS,              /* bins disagree with the blocks' states */
-  CHECK_UNMAPPED_LIVE,     /* a live, pending or free mapped block touches an unmapped page */
-  CHECK_HOLE,              /* a hole is misaligned or has a mapped page */
-  CHECK_LIVE_MAP,          /* the live-pointer map disagrees with the blocks */
-  CHECK_QUEUE,             /* a pending block is not where its queue says */
-  CHECK_STATS,             /* statistics do not add up */
-};
+#include "pages.h"
+#include "ptrmap.h"
 
 typedef struct tally_s {
   int64_t live_bytes, requested, live_count, pending_bytes, mapped_bytes;
-  size_t free_count[2], free_bytes[2], hole_count[2];
+  size_t free_count[CA_POOL_COUNT], free_bytes[CA_POOL_COUNT], hole_count[CA_POOL_COUNT];
 } tally_t;
 
 #define FAIL(code, ...)       \
@@ -29,41 +18,41 @@ typedef struct tally_s {
     return code;              \
   } while (0)
 
-static int check_pages(ca_device_t *d, const ca_segment_t *seg, const ca_block_t *b) {
-  if (seg->classic) return CHECK_OK;
+static ca_check_code_t check_pages(ca_device_t *d, const ca_segment_t *seg, const ca_block_t *b) {
+  if (seg->classic) return CA_CHECK_OK;
   size_t first = (b->addr - seg->base) / d->page, last = (b->addr + b->size - 1 - seg->base) / d->page;
   bool hole = b->state == CA_FREE && b->kind == CA_HOLE;
   if (hole && ((b->addr - seg->base) % d->page || b->size % d->page))
-    FAIL(CHECK_HOLE, "check: hole [%#lx, +%zu) is not page-aligned", (unsigned long)b->addr, b->size);
+    FAIL(CA_CHECK_HOLE, "check: hole [%#lx, +%zu) is not page-aligned", (unsigned long)b->addr, b->size);
   for (size_t i = first; i <= last; i++) {
     if (hole && ca_page_mapped(seg, i))
-      FAIL(CHECK_HOLE, "check: hole [%#lx, +%zu) has page %zu mapped", (unsigned long)b->addr, b->size, i);
+      FAIL(CA_CHECK_HOLE, "check: hole [%#lx, +%zu) has page %zu mapped", (unsigned long)b->addr, b->size, i);
     if (!hole && !ca_page_mapped(seg, i))
-      FAIL(CHECK_UNMAPPED_LIVE, "check: block [%#lx, +%zu) (state %d) touches unmapped page %zu",
+      FAIL(CA_CHECK_UNMAPPED_LIVE, "check: block [%#lx, +%zu) (state %d) touches unmapped page %zu",
            (unsigned long)b->addr, b->size, b->state, i);
   }
-  return CHECK_OK;
+  return CA_CHECK_OK;
 }
 
-static int check_block(ca_device_t *d, const ca_segment_t *seg, const ca_block_t *b, tally_t *t) {
-  int pool = seg->pool->small ? 0 : 1;
+static ca_check_code_t check_block(ca_device_t *d, const ca_segment_t *seg, const ca_block_t *b, tally_t *t) {
+  int pool = seg->pool->id;
   if (!b->size || b->size % CA_MIN_BLOCK)
-    FAIL(CHECK_SIZE, "check: block %#lx has size %zu", (unsigned long)b->addr, b->size);
-  if (b->seg != seg) FAIL(CHECK_TILING, "check: block %#lx names another segment", (unsigned long)b->addr);
+    FAIL(CA_CHECK_SIZE, "check: block %#lx has size %zu", (unsigned long)b->addr, b->size);
+  if (b->seg != seg) FAIL(CA_CHECK_TILING, "check: block %#lx names another segment", (unsigned long)b->addr);
   const ca_block_t *n = b->next;
   if (n && b->state == CA_FREE && n->state == CA_FREE && b->kind == n->kind && b->in_bins && n->in_bins)
-    FAIL(CHECK_UNCOALESCED, "check: free blocks %#lx and %#lx are neighbours", (unsigned long)b->addr,
+    FAIL(CA_CHECK_UNCOALESCED, "check: free blocks %#lx and %#lx are neighbours", (unsigned long)b->addr,
          (unsigned long)n->addr);
   switch (b->state) {
   case CA_FREE:
-    if (!b->in_bins) FAIL(CHECK_BINS, "check: free block %#lx is not in the bins", (unsigned long)b->addr);
+    if (!b->in_bins) FAIL(CA_CHECK_BINS, "check: free block %#lx is not in the bins", (unsigned long)b->addr);
     if (b->kind == CA_HOLE) t->hole_count[pool]++;
     else t->free_count[pool]++, t->free_bytes[pool] += b->size;
     break;
   case CA_LIVE:
     if (ca_ptrmap_get(&d->live, b->addr) != b)
-      FAIL(CHECK_LIVE_MAP, "check: live block %#lx is missing from the pointer map", (unsigned long)b->addr);
-    if (b->in_bins) FAIL(CHECK_BINS, "check: live block %#lx is in the bins", (unsigned long)b->addr);
+      FAIL(CA_CHECK_LIVE_MAP, "check: live block %#lx is missing from the pointer map", (unsigned long)b->addr);
+    if (b->in_bins) FAIL(CA_CHECK_BINS, "check: live block %#lx is in the bins", (unsigned long)b->addr);
     t->live_bytes += (int64_t)b->size;
     t->requested += (int64_t)b->requested;
     t->live_count++;
@@ -71,92 +60,92 @@ static int check_block(ca_device_t *d, const ca_segment_t *seg, const ca_block_t
   case CA_PENDING: {
     const ca_queue_t *q = b->queue;
     bool want_bins = q && q->stream && !q->dead;
-    if (!q || !b->fence) FAIL(CHECK_QUEUE, "check: pending block %#lx has no queue", (unsigned long)b->addr);
+    if (!q || !b->fence) FAIL(CA_CHECK_QUEUE, "check: pending block %#lx has no queue", (unsigned long)b->addr);
     if ((bool)b->in_bins != want_bins)
-      FAIL(CHECK_QUEUE, "check: pending block %#lx is %sin its queue's bins", (unsigned long)b->addr,
+      FAIL(CA_CHECK_QUEUE, "check: pending block %#lx is %sin its queue's bins", (unsigned long)b->addr,
            b->in_bins ? "" : "not ");
     t->pending_bytes += (int64_t)b->size;
     break;
   }
   default:
-    FAIL(CHECK_TILING, "check: block %#lx has state %d", (unsigned long)b->addr, b->state);
+    FAIL(CA_CHECK_TILING, "check: block %#lx has state %d", (unsigned long)b->addr, b->state);
   }
   return check_pages(d, seg, b);
 }
 
-static int check_segment(ca_device_t *d, const ca_segment_t *seg, tally_t *t) {
+static ca_check_code_t check_segment(ca_device_t *d, const ca_segment_t *seg, tally_t *t) {
   uintptr_t at = seg->base;
   const ca_block_t *prev = NULL;
   for (const ca_block_t *b = seg->first; b; prev = b, b = b->next) {
     if (b->addr != at || b->prev != prev)
-      FAIL(CHECK_TILING, "check: segment %#lx: block at %#lx, expected %#lx", (unsigned long)seg->base,
+      FAIL(CA_CHECK_TILING, "check: segment %#lx: block at %#lx, expected %#lx", (unsigned long)seg->base,
            (unsigned long)b->addr, (unsigned long)at);
-    int rc = check_block(d, seg, b, t);
+    ca_check_code_t rc = check_block(d, seg, b, t);
     if (rc) return rc;
     at += b->size;
   }
   if (at != seg->base + seg->size)
-    FAIL(CHECK_TILING, "check: segment %#lx ends at %#lx, blocks end at %#lx", (unsigned long)seg->base,
+    FAIL(CA_CHECK_TILING, "check: segment %#lx ends at %#lx, blocks end at %#lx", (unsigned long)seg->base,
          (unsigned long)(seg->base + seg->size), (unsigned long)at);
   t->mapped_bytes += seg->classic ? (int64_t)seg->size : (int64_t)(seg->mapped_pages * d->page);
-  return CHECK_OK;
+  return CA_CHECK_OK;
 }
 
 /* Every block filed under a fence is pending there, and in nothing else. */
-static int check_queue(const ca_queue_t *q, int64_t *pending) {
+static ca_check_code_t check_queue(const ca_queue_t *q, int64_t *pending) {
   const ca_fence_t *open = &q->open;
   for (const ca_fence_t *f = open; f; f = (f == open) ? q->head : f->next) {
     for (const ca_block_t *b = f->blocks; b; b = b->fence_next) {
       if (b->state != CA_PENDING || b->queue != q || b->fence != f)
-        FAIL(CHECK_QUEUE, "check: block %#lx is listed in a fence it does not wait for", (unsigned long)b->addr);
+        FAIL(CA_CHECK_QUEUE, "check: block %#lx is listed in a fence it does not wait for", (unsigned long)b->addr);
       *pending -= (int64_t)b->size;
     }
   }
-  return CHECK_OK;
+  return CA_CHECK_OK;
 }
 
-static int check_queues(ca_device_t *d, const tally_t *t) {
+static ca_check_code_t check_queues(ca_device_t *d, const tally_t *t) {
   int64_t pending = t->pending_bytes;
-  int rc = check_queue(&d->epoch, &pending);
+  ca_check_code_t rc = check_queue(&d->epoch, &pending);
   if (!rc) rc = check_queue(&d->held, &pending);
   for (const ca_queue_t *q = d->queues; q && !rc; q = q->next) rc = check_queue(q, &pending);
   if (!rc && pending)
-    FAIL(CHECK_QUEUE, "check: %lld pending bytes are in no fence", (long long)pending);
+    FAIL(CA_CHECK_QUEUE, "check: %lld pending bytes are in no fence", (long long)pending);
   return rc;
 }
 
-static int check_stats(ca_device_t *d, const tally_t *t) {
+static ca_check_code_t check_stats(ca_device_t *d, const tally_t *t) {
   const cudalloc_stats_t *s = &d->stats;
-  for (int p = 0; p < 2; p++) {
+  for (int p = 0; p < CA_POOL_COUNT; p++) {
     const ca_pool_t *pool = &d->pools[p];
     if (pool->bins.count != t->free_count[p] || pool->bins.bytes != t->free_bytes[p] ||
         pool->holes.count != t->hole_count[p])
-      FAIL(CHECK_BINS, "check: pool %d bins hold %zu blocks, %zu are free", p, pool->bins.count, t->free_count[p]);
+      FAIL(CA_CHECK_BINS, "check: pool %d bins hold %zu blocks, %zu are free", p, pool->bins.count, t->free_count[p]);
   }
   int64_t cache = (int64_t)(d->page_cache_count * d->page);
   if (s->allocated_bytes.current != t->live_bytes || s->requested_bytes.current != t->requested ||
       s->num_live_blocks.current != t->live_count || (int64_t)d->live.count != t->live_count)
-    FAIL(CHECK_STATS, "check: stats say %lld bytes in %lld live blocks, blocks hold %lld in %lld",
+    FAIL(CA_CHECK_STATS, "check: stats say %lld bytes in %lld live blocks, blocks hold %lld in %lld",
          (long long)s->allocated_bytes.current, (long long)s->num_live_blocks.current, (long long)t->live_bytes,
          (long long)t->live_count);
   if (s->active_bytes.current != t->live_bytes + t->pending_bytes)
-    FAIL(CHECK_STATS, "check: active bytes %lld, live + pending %lld", (long long)s->active_bytes.current,
+    FAIL(CA_CHECK_STATS, "check: active bytes %lld, live + pending %lld", (long long)s->active_bytes.current,
          (long long)(t->live_bytes + t->pending_bytes));
   if (s->mapped_bytes.current != t->mapped_bytes || s->reserved_bytes.current != t->mapped_bytes + cache)
-    FAIL(CHECK_STATS, "check: mapped %lld (pages say %lld), reserved %lld (mapped + cache %lld)",
+    FAIL(CA_CHECK_STATS, "check: mapped %lld (pages say %lld), reserved %lld (mapped + cache %lld)",
          (long long)s->mapped_bytes.current, (long long)t->mapped_bytes, (long long)s->reserved_bytes.current,
          (long long)(t->mapped_bytes + cache));
-  return CHECK_OK;
+  return CA_CHECK_OK;
 }
 
-int ca_check_device(ca_device_t *d) {
+ca_check_code_t ca_check_device(ca_device_t *d) {
   tally_t t = {0};
-  for (int p = 0; p < 2; p++)
+  for (int p = 0; p < CA_POOL_COUNT; p++)
     for (const ca_segment_t *seg = d->pools[p].segments; seg; seg = seg->next) {
-      if (seg->pool != &d->pools[p]) FAIL(CHECK_TILING, "check: segment %#lx in the wrong pool", (unsigned long)seg->base);
-      int rc = check_segment(d, seg, &t);
+      if (seg->pool != &d->pools[p]) FAIL(CA_CHECK_TILING, "check: segment %#lx in the wrong pool", (unsigned long)seg->base);
+      ca_check_code_t rc = check_segment(d, seg, &t);
       if (rc) return rc;
     }
-  int rc = check_queues(d, &t);
+  ca_check_code_t rc = check_queues(d, &t);
   return rc ? rc : check_stats(d, &t);
 }

@@ -1,7 +1,7 @@
 /* What the test and sanitizer builds add to the core: the switches that
  * break a guard (test build only) and the failure path of ca_assert. The
  * release build compiles this file to nothing. */
-#include "internal.h"
+#include "debug.h"
 
 #include <stdlib.h>
 

@@ -1,13 +1,21 @@
 /* Devices: their set-up (one virtual reservation carved into the pools'
- * regions), their locks, and finding the device that owns a pointer. */
-#include "internal.h"
+ * regions), their locks, finding the device that owns a pointer, and the
+ * process state they belong to. */
+#include "device.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "bins.h"
+#include "fence.h"
 #include "log.h"
+#include "pages.h"
+#include "ptrmap.h"
+#include "segments.h"
 
 ca_state_t ca_state;
+
+bool ca_ready(void) { return __atomic_load_n(&ca_state.init, __ATOMIC_ACQUIRE) == CA_INIT_OK; }
 
 static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -48,13 +56,13 @@ static CUresult setup_expandable(ca_device_t *d) {
   d->page_cache_cap = d->va_size / d->page;
   d->page_cache = calloc(d->page_cache_cap, sizeof *d->page_cache);
   if (!d->page_cache) return CUDA_ERROR_OUT_OF_MEMORY;
-  for (int p = 0; p < 2; p++) {
+  for (int p = 0; p < CA_POOL_COUNT; p++) {
     ca_segment_t *seg = calloc(1, sizeof *seg);
     if (!seg) return CUDA_ERROR_OUT_OF_MEMORY;
     d->pools[p].segments = seg;
-    d->pools[p].nsegments = 1;
-    uintptr_t base = p == 0 ? d->va_base : d->va_base + small;
-    rc = ca_region_init(seg, &d->pools[p], base, p == 0 ? small : d->va_size - small);
+    bool first = p == CA_POOL_SMALL;
+    uintptr_t base = first ? d->va_base : d->va_base + small;
+    rc = ca_region_init(seg, &d->pools[p], base, first ? small : d->va_size - small);
     if (rc) return rc;
     ca_stat_add(&d->stats.num_segments, 1);
   }
@@ -66,9 +74,9 @@ static CUresult device_setup(ca_device_t *d) {
   if (rc) return rc;
   d->page = d->props.granularity;
   d->limit = device_limit(d->props.total_bytes);
-  for (int p = 0; p < 2; p++) {
+  for (int p = 0; p < CA_POOL_COUNT; p++) {
     d->pools[p].dev = d;
-    d->pools[p].small = p == 0;
+    d->pools[p].id = (ca_pool_id_t)p;
     ca_bins_init(&d->pools[p].bins);
     ca_bins_init(&d->pools[p].holes);
   }
@@ -154,7 +162,7 @@ static void free_page_cache(ca_device_t *d, bool call_backend) {
 void ca_device_teardown(ca_device_t *d, bool call_backend) {
   __atomic_store_n(&d->ready, false, __ATOMIC_RELEASE);
   ca_fences_teardown(d, call_backend);
-  for (int p = 0; p < 2; p++) {
+  for (int p = 0; p < CA_POOL_COUNT; p++) {
     ca_pool_t *pool = &d->pools[p];
     ca_segment_t *next;
     for (ca_segment_t *seg = pool->segments; seg; seg = next) {
@@ -163,7 +171,6 @@ void ca_device_teardown(ca_device_t *d, bool call_backend) {
       ca_segment_teardown(d, seg, call_backend);
     }
     pool->segments = NULL;
-    pool->nsegments = 0;
     ca_bins_init(&pool->bins);
     ca_bins_init(&pool->holes);
   }

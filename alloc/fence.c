@@ -10,11 +10,13 @@
  * memory it does not have, so a free costs no driver call. Each queue's
  * fences complete in the order they were sealed, so polling stops at the
  * first incomplete one, and one slow stream never holds up another. */
-#include "internal.h"
+#include "fence.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "bins.h"
+#include "blocks.h"
 #include "log.h"
 
 ca_stream_t ca_stream_normal(ca_stream_t s) { return s ? s : CA_STREAM_LEGACY; }
@@ -22,7 +24,7 @@ ca_stream_t ca_stream_normal(ca_stream_t s) { return s ? s : CA_STREAM_LEGACY; }
 static bool reusable(const ca_queue_t *q) { return q->stream && !q->dead; }
 
 static ca_bins_t *queue_bins(ca_queue_t *q, const ca_block_t *b) {
-  return &q->bins[b->seg->pool->small ? 0 : 1];
+  return &q->bins[b->seg->pool->id];
 }
 
 /* Every thread's per-thread default stream is named 0x2, yet each is a
@@ -107,7 +109,7 @@ void ca_queue_add(ca_device_t *d, ca_queue_t *q, ca_block_t *b) {
 
 ca_block_t *ca_queue_find_any(ca_device_t *d, ca_pool_t *pool, size_t size, size_t max, ca_queue_t **out) {
   for (ca_queue_t *q = d->queues; q; q = q->next) {
-    ca_block_t *b = reusable(q) ? ca_bins_find(&q->bins[pool->small ? 0 : 1], size, max) : NULL;
+    ca_block_t *b = reusable(q) ? ca_bins_find(&q->bins[pool->id], size, max) : NULL;
     if (b) {
       *out = q;
       return b;
@@ -234,7 +236,7 @@ static size_t release_fence(ca_device_t *d, ca_queue_t *q, ca_fence_t *f) {
     ca_block_t *b = f->blocks;
     ca_queue_remove(d, b);
     bytes += b->size;
-    ca_pool_release(d, b);
+    ca_block_release(d, b);
   }
   ca_stat_add(&d->stats.active_bytes, -(int64_t)bytes);
   fence_drop_events(d, f);

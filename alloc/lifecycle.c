@@ -1,19 +1,18 @@
 /* Start, shutdown, fork, exit, device reset, and the events that change
  * what the allocator must fence: streams and graph captures. */
-#include "internal.h"
-
 #include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
+#include "device.h"
+#include "fence.h"
 #include "log.h"
+#include "report.h"
+#include "track.h"
 
-enum { INIT_NONE, INIT_OK, INIT_FAILED };
+/* Where ca_init stands is ca_state.init (ca_ready() reads it). */
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-static int init_state;
 static CUresult init_result;
-
-bool ca_ready(void) { return __atomic_load_n(&init_state, __ATOMIC_ACQUIRE) == INIT_OK; }
 
 static bool config_loaded;   /* guarded by init_lock */
 
@@ -39,12 +38,12 @@ static CUresult start(const char *conf) {
 }
 
 CUresult ca_init(const char *conf) {
-  int state = __atomic_load_n(&init_state, __ATOMIC_ACQUIRE);
-  if (state != INIT_NONE) return state == INIT_OK ? CUDA_SUCCESS : init_result;
+  int state = __atomic_load_n(&ca_state.init, __ATOMIC_ACQUIRE);
+  if (state != CA_INIT_NONE) return state == CA_INIT_OK ? CUDA_SUCCESS : init_result;
   pthread_mutex_lock(&init_lock);
-  if (init_state == INIT_NONE) {
+  if (ca_state.init == CA_INIT_NONE) {
     init_result = start(conf);
-    __atomic_store_n(&init_state, init_result ? INIT_FAILED : INIT_OK, __ATOMIC_RELEASE);
+    __atomic_store_n(&ca_state.init, init_result ? CA_INIT_FAILED : CA_INIT_OK, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&init_lock);
   return init_result;
@@ -81,7 +80,7 @@ static void drop_devices(bool call_backend) {
 
 void cudalloc_shutdown(void) {
   pthread_mutex_lock(&init_lock);
-  if (init_state == INIT_OK) {
+  if (ca_state.init == CA_INIT_OK) {
     drop_devices(true);
     ca_state.be->shutdown();
   }
@@ -91,7 +90,7 @@ void cudalloc_shutdown(void) {
 #ifdef CA_TESTING
   memset(&ca_debug, 0, sizeof ca_debug);
 #endif
-  __atomic_store_n(&init_state, INIT_NONE, __ATOMIC_RELEASE);
+  __atomic_store_n(&ca_state.init, CA_INIT_NONE, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&init_lock);
 }
 
@@ -108,7 +107,7 @@ void ca_fork_child(void) {
   memset(&ca_state, 0, sizeof ca_state);
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   init_lock = fresh;
-  __atomic_store_n(&init_state, INIT_NONE, __ATOMIC_RELEASE);
+  __atomic_store_n(&ca_state.init, CA_INIT_NONE, __ATOMIC_RELEASE);
 }
 
 void ca_exit(void) {

@@ -5,11 +5,14 @@
  * needed, without creating anything: creating a handle costs ~100 times a
  * map. Unmapped handles wait in the device's page cache. Pages are mapped
  * one handle at a time but access is granted once per contiguous run. */
-#include "internal.h"
+#include "pages.h"
 
 #include <stdlib.h>
 
+#include "bins.h"
+#include "blocks.h"
 #include "log.h"
+#include "segments.h"
 
 static size_t page_index(const ca_segment_t *seg, uintptr_t addr) {
   return (addr - seg->base) / seg->pool->dev->page;
@@ -43,8 +46,7 @@ CUresult ca_region_init(ca_segment_t *seg, ca_pool_t *pool, uintptr_t base, size
   hole->addr = base;
   hole->size = size;
   hole->seg = seg;
-  hole->state = CA_FREE;
-  hole->kind = CA_HOLE;
+  ca_block_set_free(hole, CA_HOLE);
   seg->first = hole;
   ca_bins_insert(&pool->holes, hole);
   return CUDA_SUCCESS;
@@ -186,14 +188,15 @@ static bool steal_from(ca_block_t *b, void *arg) {
   }
   if (tail) ca_bins_insert(&pool->bins, tail);
   hole->kind = CA_HOLE;
-  ca_pool_coalesce_free(d, hole);
+  ca_block_coalesce_free(d, hole);
   return s->got < s->want;
 }
 
 size_t ca_steal_pages(ca_device_t *d, size_t want) {
   if (!ca_config.expandable_segments) return 0;
   steal_t s = {d, want, 0};
-  for (int p = 1; p >= 0 && s.got < want; p--) ca_bins_each(&d->pools[p].bins, steal_from, &s);
+  /* The large pool first: its free blocks span more whole pages. */
+  for (int p = CA_POOL_LARGE; p >= CA_POOL_SMALL && s.got < want; p--) ca_bins_each(&d->pools[p].bins, steal_from, &s);
   return s.got;
 }
 

@@ -1,9 +1,16 @@
-/* Finding a block for a request, returning blocks, and growing a pool.
+/* Finding a block for a request, and growing a pool (freed blocks return
+ * through blocks.c).
  *
  * A request on stream S may take a free block (the pool's bins) or a block
  * S itself freed that is still pending (S's queue bins: work on S is
  * ordered, so S may reuse it at once). The tighter fit wins. */
-#include "internal.h"
+#include "pool.h"
+
+#include "bins.h"
+#include "blocks.h"
+#include "fence.h"
+#include "pages.h"
+#include "segments.h"
 
 /* Classic segments: blocks above max_split_size are neither split nor
  * handed to smaller requests; oversize requests accept a little slack. */
@@ -16,37 +23,8 @@ static size_t max_fit(size_t rounded) {
 static bool should_split(const ca_pool_t *pool, const ca_block_t *b, size_t rounded) {
   size_t rest = b->size - rounded;
   if (rest < CA_MIN_BLOCK) return false;
-  if (ca_config.expandable_segments || pool->small) return true;
+  if (ca_config.expandable_segments || pool->id == CA_POOL_SMALL) return true;
   return rest > CA_SMALL_REQUEST && b->size <= ca_config.max_split_size;
-}
-
-ca_block_t *ca_pool_coalesce_free(ca_device_t *d, ca_block_t *b) {
-  ca_pool_t *pool = b->seg->pool;
-  ca_block_t *p = b->prev, *n = b->next;
-  if (p && p->state == CA_FREE && p->kind == b->kind && p->in_bins) {
-    ca_bins_remove(p->kind == CA_HOLE ? &pool->holes : &pool->bins, p);
-    if (b->free_tick > p->free_tick) p->free_tick = b->free_tick;
-    ca_block_absorb_next(d, p);
-    b = p;
-  }
-  if (n && n->state == CA_FREE && n->kind == b->kind && n->in_bins) {
-    ca_bins_remove(n->kind == CA_HOLE ? &pool->holes : &pool->bins, n);
-    if (n->free_tick > b->free_tick) b->free_tick = n->free_tick;
-    ca_block_absorb_next(d, b);
-  }
-  ca_bins_insert(b->kind == CA_HOLE ? &pool->holes : &pool->bins, b);
-  return b;
-}
-
-void ca_pool_release(ca_device_t *d, ca_block_t *b) {
-  b->state = CA_FREE;
-  b->kind = CA_MAPPED;
-  b->queue = NULL;
-  b->fence = NULL;
-  b->stream = NULL;
-  b->site = NULL;
-  b->free_tick = ++d->tick;
-  ca_pool_coalesce_free(d, b);
 }
 
 /* Cuts the unused tail off a block about to be handed out, and files the
@@ -60,16 +38,14 @@ static void trim_tail(ca_device_t *d, ca_pool_t *pool, ca_block_t *b, size_t rou
     rest->fence = f;
     ca_queue_add_to_fence(d, q, f, rest);
   } else {
-    rest->state = CA_FREE;
-    rest->kind = CA_MAPPED;
-    ca_pool_coalesce_free(d, rest);
+    ca_block_release(d, rest);
   }
 }
 
 ca_block_t *ca_pool_take(ca_device_t *d, ca_pool_t *pool, size_t rounded, ca_stream_t stream) {
   size_t max = max_fit(rounded);
   ca_queue_t *q = ca_queue_find(d, stream, false);
-  ca_block_t *mine = q ? ca_bins_find(&q->bins[pool->small ? 0 : 1], rounded, max) : NULL;
+  ca_block_t *mine = q ? ca_bins_find(&q->bins[pool->id], rounded, max) : NULL;
   ca_block_t *any = ca_bins_find(&pool->bins, rounded, max);
   if (CA_DEBUG(reuse_pending_anywhere) && !mine) mine = ca_queue_find_any(d, pool, rounded, max, &q);
   ca_block_t *b = (mine && (!any || mine->size <= any->size)) ? mine : any;
@@ -89,11 +65,6 @@ ca_block_t *ca_pool_take(ca_device_t *d, ca_pool_t *pool, size_t rounded, ca_str
   b->fence = NULL;
   b->stream = stream;
   return b;
-}
-
-size_t ca_pool_largest_free(const ca_pool_t *pool) {
-  ca_block_t *b = ca_bins_largest(&pool->bins);
-  return b ? b->size : 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -149,12 +120,9 @@ static CUresult grow_expandable(ca_device_t *d, ca_pool_t *pool, size_t rounded)
   CUresult rc = ca_map_range(d, h->seg, h->addr, pl.pages * d->page, &mapped);
   if (pl.before) ca_bins_insert(&pool->bins, pl.before);
   if (pl.after) ca_bins_insert(&pool->bins, pl.after);
-  if (mapped && mapped < h->size) ca_pool_coalesce_free(d, ca_block_split(d, h, mapped));
-  if (mapped) {
-    h->kind = CA_MAPPED;
-    h->free_tick = ++d->tick;
-  }
-  ca_pool_coalesce_free(d, h);
+  if (mapped && mapped < h->size) ca_block_coalesce_free(d, ca_block_split(d, h, mapped));
+  if (mapped) h->kind = CA_MAPPED;
+  ca_block_coalesce_free(d, h);
   return rc;
 }
 

@@ -1,7 +1,7 @@
 /* Live blocks by start address: open addressing with linear probing and
  * backward-shift deletion (no tombstones, so lookups stay short under the
  * churn of a training loop). Keys are 512-byte aligned; 0 marks empty. */
-#include "internal.h"
+#include "ptrmap.h"
 
 #include <stdlib.h>
 
@@ -36,6 +36,7 @@ static bool grow(ca_ptrmap_t *m) {
 }
 
 bool ca_ptrmap_insert(ca_ptrmap_t *m, ca_block_t *b) {
+  ca_assert(b->addr != 0);   /* 0 marks an empty slot */
   if ((m->count + 1) * 2 > m->cap && !grow(m)) return false;
   size_t i = slot_of(b->addr, m->cap);
   while (m->keys[i]) i = (i + 1) & (m->cap - 1);

@@ -3,14 +3,17 @@
  * the files the `report` setting asks for (text and JSON). Call sites are
  * raw addresses until a report is written, then named with dladdr. */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "report.h"
 
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "device.h"
 #include "log.h"
+#include "stats.h"
+#include "track.h"
 
 typedef struct site_s {
   void *pc;
@@ -156,22 +159,20 @@ void ca_report_oom(ca_device_t *d, size_t size) {
   size_t free_now = 0, total = 0;
   ca_state.be->mem_info(d->ordinal, &free_now, &total);
   int64_t allocated = d->stats.allocated_bytes.current, reserved = d->stats.reserved_bytes.current;
-  int64_t active = d->stats.active_bytes.current;
-  int64_t cached = reserved - active, pending = active - allocated;
-  size_t largest = 0;
-  for (int p = 0; p < 2; p++)
-    if (ca_pool_largest_free(&d->pools[p]) > largest) largest = ca_pool_largest_free(&d->pools[p]);
+  int64_t pending = d->stats.active_bytes.current - allocated;
+  int64_t idle = ca_stats_cached(d) - pending;   /* cached, less what still waits for the device */
+  size_t largest = ca_stats_largest_free(d);
   const char *why = size > d->limit ? "the request alone exceeds the limit"
                   : pending > 0 && __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0
                       ? "frees are waiting for device work, and a graph capture forbids waiting"
-                  : (int64_t)size <= cached ? "fragmentation: enough memory is cached, but not contiguous"
+                  : (int64_t)size <= idle ? "fragmentation: enough memory is cached, but not contiguous"
                   : pending > 0 ? "exhaustion, with frees still waiting for device work"
                   : "exhaustion: live memory fills the limit";
   ca_log("out of memory on device %d: asked for %zu bytes (%.1f MiB); limit %.1f MiB", d->ordinal, size,
          mib((double)size), mib((double)d->limit));
   ca_log("  allocated %.1f MiB, waiting for device work %.1f MiB, reserved %.1f MiB (free %.1f MiB), driver free %.1f MiB, "
          "largest free block %.1f MiB",
-         mib(allocated), mib(pending), mib(reserved), mib(cached), mib((double)free_now), mib((double)largest));
+         mib(allocated), mib(pending), mib(reserved), mib(idle), mib((double)free_now), mib((double)largest));
   ca_log("  diagnosis: %s", why);
   site_t *s;
   size_t n = live_sites(d, &s);

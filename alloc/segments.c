@@ -2,9 +2,12 @@
  * creates and maps one segment sized the way PyTorch sizes them, and only
  * a segment with nothing live in it can be given back. Kept so that the
  * two modes can be compared on the same program. */
-#include "internal.h"
+#include "segments.h"
 
 #include <stdlib.h>
+
+#include "bins.h"
+#include "blocks.h"
 
 size_t ca_classic_segment_size(size_t rounded) {
   if (rounded <= CA_SMALL_REQUEST) return CA_CLASSIC_SMALL_SEGMENT;
@@ -55,13 +58,10 @@ CUresult ca_classic_grow(ca_device_t *d, ca_pool_t *pool, size_t rounded) {
   seg->next = pool->segments;
   if (pool->segments) pool->segments->prev = seg;
   pool->segments = seg;
-  pool->nsegments++;
   b->addr = seg->base;
   b->size = size;
   b->seg = seg;
-  b->state = CA_FREE;
-  b->kind = CA_MAPPED;
-  b->free_tick = ++d->tick;
+  ca_block_set_free(b, CA_MAPPED);
   ca_bins_insert(&pool->bins, b);
   ca_stat_add(&d->stats.reserved_bytes, (int64_t)size);
   ca_stat_add(&d->stats.mapped_bytes, (int64_t)size);
@@ -90,12 +90,11 @@ static void unlink_segment(ca_pool_t *pool, ca_segment_t *seg) {
   if (seg->prev) seg->prev->next = seg->next;
   else pool->segments = seg->next;
   if (seg->next) seg->next->prev = seg->prev;
-  pool->nsegments--;
 }
 
 size_t ca_classic_release_free(ca_device_t *d) {
   size_t bytes = 0;
-  for (int p = 0; p < 2; p++) {
+  for (int p = 0; p < CA_POOL_COUNT; p++) {
     ca_pool_t *pool = &d->pools[p];
     ca_segment_t *next;
     for (ca_segment_t *seg = pool->segments; seg; seg = next) {
@@ -115,7 +114,7 @@ size_t ca_classic_release_free(ca_device_t *d) {
 }
 
 ca_segment_t *ca_segment_of(ca_device_t *d, uintptr_t addr) {
-  for (int p = 0; p < 2; p++)
+  for (int p = 0; p < CA_POOL_COUNT; p++)
     for (ca_segment_t *seg = d->pools[p].segments; seg; seg = seg->next)
       if (addr >= seg->base && addr < seg->base + seg->size) return seg;
   return NULL;

@@ -1,18 +1,30 @@
 /* Statistics: kept per device under its lock, printed as one table. */
-#include "internal.h"
+#include "stats.h"
 
 #include <inttypes.h>
 
+#include "bins.h"
+#include "device.h"
+
+int64_t ca_stats_cached(const ca_device_t *d) {
+  return d->stats.reserved_bytes.current - d->stats.allocated_bytes.current;
+}
+
+size_t ca_stats_largest_free(const ca_device_t *d) {
+  size_t largest = 0;
+  for (int p = 0; p < CA_POOL_COUNT; p++) {
+    const ca_block_t *b = ca_bins_largest(&d->pools[p].bins);
+    if (b && b->size > largest) largest = b->size;
+  }
+  return largest;
+}
+
 void ca_stats_snapshot(ca_device_t *d, cudalloc_stats_t *out) {
   cudalloc_stat_t *cached = &d->stats.cached_bytes;
-  cached->current = d->stats.reserved_bytes.current - d->stats.allocated_bytes.current;
+  cached->current = ca_stats_cached(d);
   if (cached->current > cached->peak) cached->peak = cached->current;
   *out = d->stats;
-  out->largest_free_bytes = 0;
-  for (int p = 0; p < 2; p++) {
-    size_t largest = ca_pool_largest_free(&d->pools[p]);
-    if (largest > out->largest_free_bytes) out->largest_free_bytes = largest;
-  }
+  out->largest_free_bytes = ca_stats_largest_free(d);
   int64_t peak_reserved = d->stats.reserved_bytes.peak;
   out->fragmentation = peak_reserved > 0 ? 1.0 - (double)d->stats.allocated_bytes.peak / (double)peak_reserved : 0.0;
 }

@@ -3,11 +3,15 @@
  * whole backtrace. Backtraces are raw addresses, interned so that identical
  * stacks are stored once and a block holds one pointer; they are named
  * (dladdr) only when a report is written. */
-#include "internal.h"
+#include "track.h"
 
 #include <execinfo.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "config.h"
 
 #define BUCKETS 4096
 

@@ -140,8 +140,8 @@ Test(core_memory, small_and_large_requests_use_separate_regions) {
   cudalloc_malloc(&large, 4 * MiB, 0);
   ca_block_t *bs = ca_ptrmap_get(&dev0()->live, (uintptr_t)small);
   ca_block_t *bl = ca_ptrmap_get(&dev0()->live, (uintptr_t)large);
-  cr_assert(bs->seg->pool->small);
-  cr_assert_not(bl->seg->pool->small);
+  cr_assert_eq(bs->seg->pool->id, CA_POOL_SMALL);
+  cr_assert_eq(bl->seg->pool->id, CA_POOL_LARGE);
 }
 
 Test(core_memory, max_split_size_keeps_big_blocks_whole) {

@@ -1,0 +1,17 @@
+/* "bins.c": segregated-fit index of free blocks (TLSF-style, O(1) search). */
+#ifndef CUDALLOC_BINS_H
+#define CUDALLOC_BINS_H
+
+#include "types.h"
+
+void ca_bins_init(ca_bins_t *bins);
+void ca_bins_insert(ca_bins_t *bins, ca_block_t *b);
+void ca_bins_remove(ca_bins_t *bins, ca_block_t *b);
+/* The best-fitting block with min_size <= size <= max_size, or NULL. */
+ca_block_t *ca_bins_find(const ca_bins_t *bins, size_t min_size, size_t max_size);
+/* The largest block, or NULL. */
+ca_block_t *ca_bins_largest(const ca_bins_t *bins);
+/* Calls fn on every block, largest bins first; stops when fn returns false. */
+void ca_bins_each(const ca_bins_t *bins, bool (*fn)(ca_block_t *, void *), void *arg);
+
+#endif /* CUDALLOC_BINS_H */

@@ -1,0 +1,33 @@
+/* What the test and sanitizer builds add to the core: the test-only
+ * switches that break a guard, and internal assertions. */
+#ifndef CUDALLOC_DEBUG_H
+#define CUDALLOC_DEBUG_H
+
+#include <stdbool.h>
+
+/* Test-only switches that break a guard, to show that its test catches it.
+ * They exist only in the test build of the core (CA_TESTING, linked into
+ * the test binaries as libcudalloc-test.a); in the shipped libraries
+ * CA_DEBUG(x) is the constant false and the broken paths compile away. */
+#ifdef CA_TESTING
+typedef struct ca_debug_s {
+  bool reuse_pending_anywhere;  /* ignore stream ownership of pending blocks */
+  bool skip_fences;             /* treat every fence as complete */
+  bool shared_per_thread;       /* one queue for every thread's per-thread stream */
+} ca_debug_t;
+extern ca_debug_t ca_debug;
+#define CA_DEBUG(sw) (ca_debug.sw)
+#else
+#define CA_DEBUG(sw) false
+#endif
+
+/* Internal assertions: checked in the test and sanitizer builds, compiled
+ * out of the release build. A failure names the condition and aborts. */
+#if defined(CA_TESTING) || defined(CA_ASSERTS)
+void ca_assert_fail(const char *cond, const char *file, int line, const char *func);
+#define ca_assert(cond) ((cond) ? (void)0 : ca_assert_fail(#cond, __FILE__, __LINE__, __func__))
+#else
+#define ca_assert(cond) ((void)0)
+#endif
+
+#endif /* CUDALLOC_DEBUG_H */

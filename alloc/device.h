@@ -1,0 +1,19 @@
+/* "device.c": the process's devices, their locks, and whether the core
+ * has started. */
+#ifndef CUDALLOC_DEVICE_H
+#define CUDALLOC_DEVICE_H
+
+#include "types.h"
+
+/* true once ca_init has succeeded (and until shutdown). */
+bool ca_ready(void);
+/* The device structure of ordinal, set up on first use; NULL on error. */
+CUresult ca_device_get(int ordinal, ca_device_t **out);
+/* The device whose memory contains ptr, locked; NULL when none. */
+ca_device_t *ca_device_lock_owner(uintptr_t ptr);
+void ca_device_teardown(ca_device_t *d, bool call_backend);
+CUresult ca_current_device(ca_device_t **out);
+/* Calls fn on every device that has been set up, with its lock held. */
+void ca_each_device(void (*fn)(ca_device_t *, void *), void *arg);
+
+#endif /* CUDALLOC_DEVICE_H */

@@ -1,0 +1,31 @@
+/* "fence.c": streams, queues, events and epochs. */
+#ifndef CUDALLOC_FENCE_H
+#define CUDALLOC_FENCE_H
+
+#include "types.h"
+
+ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool create);
+/* Puts a freed block into queue q (merging with its pending neighbours). */
+void ca_queue_add(ca_device_t *d, ca_queue_t *q, ca_block_t *b);
+/* Removes a pending block from its queue (before reuse on its stream). */
+void ca_queue_remove(ca_device_t *d, ca_block_t *b);
+/* Moves q's open batch (no events yet) into the epoch queue: those blocks
+ * will wait like cudaFree's. */
+void ca_queue_open_to_epoch(ca_device_t *d, ca_queue_t *q);
+/* Files pending block b under fence f of queue q, without merging. */
+void ca_queue_add_to_fence(ca_device_t *d, ca_queue_t *q, ca_fence_t *f, ca_block_t *b);
+/* Test-only broken policy: a pending block of any stream's queue. */
+ca_block_t *ca_queue_find_any(ca_device_t *d, ca_pool_t *pool, size_t size, size_t max, ca_queue_t **out);
+/* Records events for every open batch. Does nothing during a capture. */
+void ca_fences_seal(ca_device_t *d);
+/* Releases the blocks of every completed fence; returns bytes released. */
+size_t ca_fences_poll(ca_device_t *d);
+/* Waits for the oldest sealed fence (never during a capture); returns the
+ * bytes that became free: 0 when there was nothing to wait for, or the
+ * wait did not complete it. */
+size_t ca_fences_wait_one(ca_device_t *d);
+void ca_fences_teardown(ca_device_t *d, bool call_backend);
+void ca_queue_stream_gone(ca_device_t *d, ca_stream_t stream);
+ca_stream_t ca_stream_normal(ca_stream_t stream);
+
+#endif /* CUDALLOC_FENCE_H */

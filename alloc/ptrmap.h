@@ -1,0 +1,12 @@
+/* "ptrmap.c": live blocks by address (open addressing). */
+#ifndef CUDALLOC_PTRMAP_H
+#define CUDALLOC_PTRMAP_H
+
+#include "types.h"
+
+bool ca_ptrmap_insert(ca_ptrmap_t *m, ca_block_t *b);   /* false: out of host memory */
+ca_block_t *ca_ptrmap_get(const ca_ptrmap_t *m, uintptr_t addr);
+ca_block_t *ca_ptrmap_remove(ca_ptrmap_t *m, uintptr_t addr);
+void ca_ptrmap_free(ca_ptrmap_t *m);
+
+#endif /* CUDALLOC_PTRMAP_H */

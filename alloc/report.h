@@ -1,0 +1,18 @@
+/* "report.c": what the program sees on stderr and in report files. */
+#ifndef CUDALLOC_REPORT_H
+#define CUDALLOC_REPORT_H
+
+#include <stdio.h>
+
+#include "types.h"
+
+/* The one-screen summary printed at exit. */
+void ca_report_summary(FILE *f);
+/* Live blocks grouped by call site, biggest first (compute-sanitizer's shape). */
+void ca_report_leaks(FILE *f);
+/* One line per cause when an allocation fails; d is locked. */
+void ca_report_oom(ca_device_t *d, size_t size);
+/* The reports the configuration's `report` prefix names, if any. */
+void ca_report_write_files(void);
+
+#endif /* CUDALLOC_REPORT_H */

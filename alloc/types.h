@@ -1,0 +1,192 @@
+/* The structures the core's modules share, its size constants, and the
+ * counter update every module uses. Each module's functions are declared
+ * in its own header; internal.h lists them in their dependency order.
+ *
+ * A device owns two pools (small requests, large requests). A pool owns
+ * segments: in expandable mode one segment, a region of the device's
+ * single virtual reservation whose pages are mapped on demand; in classic
+ * mode one fully mapped segment per driver allocation. Blocks tile each
+ * segment in address order. A block is LIVE (the program holds it), FREE
+ * (reusable by anyone: in the pool's bins), or PENDING (freed, but device
+ * work issued before the free may still touch it: it waits in a queue until
+ * a fence of events completes). docs/design.md has the picture. */
+#ifndef CUDALLOC_TYPES_H
+#define CUDALLOC_TYPES_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "config.h"
+#include "cudalloc.h"
+#include "debug.h"
+
+#define CA_MIN_BLOCK 512u                 /* every block size is a multiple */
+#define CA_SMALL_REQUEST (1u << 20)       /* requests up to this go to the small pool */
+#define CA_CLASSIC_SMALL_SEGMENT (2u << 20)
+#define CA_CLASSIC_MID_REQUEST (10u << 20)
+#define CA_CLASSIC_MID_SEGMENT (20u << 20)
+#define CA_OVERSIZE_SLACK (20u << 20)     /* max_split: waste allowed on oversize reuse */
+#define CA_MAX_DEVICES 16
+#define CA_MAX_FENCE_EVENTS 64
+
+typedef struct ca_block_s ca_block_t;
+typedef struct ca_segment_s ca_segment_t;
+typedef struct ca_pool_s ca_pool_t;
+typedef struct ca_queue_s ca_queue_t;
+typedef struct ca_fence_s ca_fence_t;
+typedef struct ca_device_s ca_device_t;
+
+typedef enum { CA_FREE, CA_LIVE, CA_PENDING } ca_block_state_t;
+/* A free block in an expandable segment is either wholly backed by mapped
+ * pages, or a page-aligned hole with no page mapped; never a mixture. */
+typedef enum { CA_MAPPED, CA_HOLE } ca_block_kind_t;
+/* A device's pools, indexing every per-pool array. */
+typedef enum { CA_POOL_SMALL, CA_POOL_LARGE, CA_POOL_COUNT } ca_pool_id_t;
+
+struct ca_block_s {
+  uintptr_t addr;
+  size_t size;                  /* bytes spanned: a multiple of CA_MIN_BLOCK */
+  size_t requested;             /* LIVE: what the program asked for */
+  ca_block_t *prev, *next;      /* address order within the segment */
+  ca_block_t *bin_prev, *bin_next; /* FREE: pool bins; PENDING: queue bins */
+  ca_block_t *fence_prev, *fence_next; /* PENDING: list of its fence */
+  ca_segment_t *seg;
+  ca_queue_t *queue;            /* PENDING: where it waits */
+  ca_fence_t *fence;            /* PENDING: what it waits for */
+  ca_stream_t stream;           /* LIVE: allocation stream */
+  void *site;                   /* LIVE: call site (tracking) */
+  uint8_t state;                /* ca_block_state_t */
+  uint8_t kind;                 /* ca_block_kind_t, FREE blocks only */
+  uint8_t in_bins;
+  uint8_t bin_fl, bin_sl;       /* the bin it sits in, while in_bins */
+};
+
+/* Segregated-fit index of free blocks (bins.c): CA_BINS_FL first-level
+ * bins, each split into CA_BINS_SL, with a bitmap per level. */
+#define CA_BINS_SL_LOG2 4
+#define CA_BINS_SL (1 << CA_BINS_SL_LOG2)
+#define CA_BINS_FL 50
+
+typedef struct ca_bins_s {
+  uint64_t fl_bitmap;
+  uint32_t sl_bitmap[CA_BINS_FL];
+  ca_block_t *heads[CA_BINS_FL][CA_BINS_SL];
+  size_t count;
+  size_t bytes;
+} ca_bins_t;
+
+_Static_assert(CA_BINS_FL <= 8 * sizeof(uint64_t), "a first-level bin per bit of fl_bitmap");
+_Static_assert(CA_BINS_SL <= 8 * sizeof(uint32_t), "a second-level bin per bit of sl_bitmap");
+_Static_assert(CA_BINS_FL <= 256 && CA_BINS_SL <= 256, "a block's bin_fl and bin_sl are bytes");
+_Static_assert((CA_MIN_BLOCK & (CA_MIN_BLOCK - 1)) == 0, "block sizes round by masking");
+
+/* Live blocks by address (ptrmap.c): open addressing, 0 marks empty. */
+typedef struct ca_ptrmap_s {
+  uintptr_t *keys;
+  ca_block_t **vals;
+  size_t cap, count;
+} ca_ptrmap_t;
+
+struct ca_segment_s {
+  uintptr_t base;
+  size_t size;
+  ca_pool_t *pool;
+  ca_block_t *first;            /* lowest-address block */
+  ca_segment_t *prev, *next;    /* pool's segments */
+  /* classic: the one physical handle behind the whole segment */
+  bool classic;
+  ca_phys_t handle;
+  /* expandable: one handle per page, mapped on demand */
+  size_t npages;
+  ca_phys_t *handles;
+  uint64_t *mapped;             /* bitmap of mapped pages */
+  size_t mapped_pages;
+};
+
+struct ca_pool_s {
+  ca_device_t *dev;
+  ca_pool_id_t id;
+  ca_bins_t bins;               /* FREE blocks (expandable: CA_MAPPED only) */
+  ca_bins_t holes;              /* expandable: FREE CA_HOLE blocks */
+  ca_segment_t *segments;
+};
+
+/* A set of events that, once all complete, releases the blocks listed. */
+struct ca_fence_s {
+  ca_fence_t *next;             /* the queue's FIFO, oldest first */
+  ca_block_t *blocks;
+  uint64_t seq;                 /* later fences have larger seq */
+  int nevents;
+  ca_event_t events[CA_MAX_FENCE_EVENTS];
+};
+
+/* Where freed blocks wait. A stream's queue lets that stream reuse its
+ * blocks at once (they sit in the queue's bins); the device's epoch queue
+ * (cudaFree) and capture queue let nobody reuse them before completion. */
+struct ca_queue_s {
+  ca_stream_t stream;           /* reuse allowed on this stream; NULL: none */
+  uint64_t owner;               /* per-thread default stream: its thread's tag */
+  bool dead;                    /* the stream was destroyed */
+  ca_bins_t bins[CA_POOL_COUNT]; /* reusable pending blocks, per pool */
+  ca_fence_t open;              /* freed since the last seal: no events yet */
+  ca_fence_t *head, *tail;      /* sealed fences */
+  ca_queue_t *next;             /* device's queues */
+};
+
+struct ca_device_s {
+  pthread_mutex_t lock;
+  int ordinal;
+  bool ready;                   /* pools set up */
+  ca_device_props_t props;
+  size_t page;                  /* granularity */
+  size_t limit;                 /* cap on reserved bytes */
+  ca_pool_t pools[CA_POOL_COUNT];
+  /* expandable: the one reservation, carved into the pools' regions */
+  uintptr_t va_base;
+  size_t va_size;
+  /* physical pages held but unmapped, ready to map again */
+  ca_phys_t *page_cache;
+  size_t page_cache_count, page_cache_cap;
+  ca_ptrmap_t live;
+  ca_queue_t *queues;           /* stream queues */
+  ca_queue_t *last_queue;       /* lookup cache */
+  ca_queue_t epoch;             /* cudaFree's queue */
+  ca_queue_t held;              /* frees during graph capture */
+  uint64_t fence_seq;
+  ca_event_t *event_pool;
+  size_t event_pool_count, event_pool_cap;
+  ca_stream_t nonblocking[CA_MAX_FENCE_EVENTS - 1];
+  int nnonblocking;
+  bool nonblocking_overflow;    /* more than fit: the epoch synchronizes */
+  ca_block_t *spare_blocks;     /* recycled block structs */
+  cudalloc_stats_t stats;
+};
+
+/* Where ca_init stands (lifecycle.c moves it; ca_ready() reads it). */
+typedef enum { CA_INIT_NONE, CA_INIT_OK, CA_INIT_FAILED } ca_init_state_t;
+
+typedef struct ca_state_s {
+  const ca_backend_t *be;
+  int ndevices;
+  ca_device_t *devices[CA_MAX_DEVICES];
+  int captures;                 /* graph captures underway */
+  bool exited;
+  int init;                     /* ca_init_state_t, read and written atomically */
+} ca_state_t;
+
+/* The process's allocator (defined in device.c). */
+extern ca_state_t ca_state;
+
+static inline void ca_stat_add(cudalloc_stat_t *s, int64_t delta) {
+  s->current += delta;
+  if (s->current > s->peak) s->peak = s->current;
+  if (delta > 0) s->total += delta;
+}
+
+/* A backend call counted in the device's stats. */
+#define CA_CALL(d, stat, expr) (ca_stat_add(&(d)->stats.stat, 1), (expr))
+
+#endif /* CUDALLOC_TYPES_H */
