@@ -9,7 +9,7 @@
  * Each code also prints one line on stderr. */
 typedef enum {
   CA_CHECK_OK = 0,
-  CA_CHECK_TILING,          /* blocks do not tile their segment, a segment sits in the wrong pool, or a state is unknown */
+  CA_CHECK_TILING,          /* blocks do not tile their segment, a segment is in the wrong pool, a bad state */
   CA_CHECK_SIZE,            /* a block size is zero or not a multiple of CA_MIN_BLOCK */
   CA_CHECK_UNCOALESCED,     /* two free neighbours of one kind, both in their bins, not merged */
   CA_CHECK_BINS,            /* bins disagree with the blocks' states */
