@@ -23,7 +23,7 @@ static volatile int done;
 
 static void *work(void *arg) {
   worker_t *w = arg;
-  if (ca_state.be) ca_state.be->set_device(0);
+  if (ca_ready()) ca_state.be->set_device(0);   /* ca_ready() orders the read of be after init wrote it */
   unsigned char *mine[SLOTS] = {0};
   size_t sizes[SLOTS] = {0};
   for (int op = 0; op < OPS; op++) {
