@@ -159,6 +159,7 @@ uninstall:
 include shim/shim.mk
 include kernels/kernels.mk
 include bench/bench.mk
+include bench/gpu/gpu.mk
 include tests/fuzz/fuzz.mk
 
 # --- tests -------------------------------------------------------------------

@@ -7,7 +7,9 @@
 #                                    vs expandable_segments:false, and the same
 #                                    program on host malloc for the step time
 #   bench/bench_workload.sh --cuda   on a GPU: build/workload-cuda plain (the
-#                                    driver's cudaMalloc/cudaFree) vs preloaded
+#                                    driver's cudaMalloc/cudaFree) vs preloaded, and
+#                                    on the driver's cudaMallocAsync pool
+#                                    (build/gpu/workload-cuda-pool)
 #
 # Where each figure comes from:
 #   peak allocated, peak reserved, reserved/allocated at peak: the workload's
@@ -154,9 +156,13 @@ cuda() {
   run plain - "$BUILD/workload-cuda"
   run cudalloc "backend:cuda" "$BUILD/workload-cuda"
   run cudalloc-classic "backend:cuda,expandable_segments:false" "$BUILD/workload-cuda"
+  # The driver's own pool (bench/gpu/pool_wrap.c), where it was built.
+  [ -x "$BUILD/gpu/workload-cuda-pool" ] && run cudaMallocAsync - "$BUILD/gpu/workload-cuda-pool"
   table
   ratio_line plain cudalloc "   (design target >= 5)"
   ratio_line plain cudalloc-classic ""
+  [ -x "$BUILD/gpu/workload-cuda-pool" ] && ratio_line cudaMallocAsync cudalloc "   (design target >= 1)"
+  return 0
 }
 
 case "${1:-}" in

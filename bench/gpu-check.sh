@@ -1,42 +1,52 @@
 #!/usr/bin/env bash
-# The GPU check: everything that needs a real GPU, in one short run.
+# The GPU check: what only a GPU can answer, most informative first, in one run
+# of under 8 minutes on one GPU (docs/gpu.md says what each section checks).
 #
-#   bash bench/gpu-check.sh           on a machine with a GPU: build, run every
-#                                     section below, and write what it printed to
-#                                     docs/results/<date>-gpu.md (and to $OUT/ when
-#                                     $OUT is set, as on a lent device machine)
-#   bash bench/gpu-check.sh --pack    here, before: copies Criterion (headers and the
-#                                     libraries it needs) into build/gpu-pack, for a
-#                                     GPU machine that has no Criterion; carry
-#                                     build/gpu-pack along with the run
+#   bash bench/gpu-check.sh [DIR]            on a GPU machine: every section, results in DIR
+#                                            (default: $OUT when set, else build/gpu-check/results)
+#   bash bench/gpu-check.sh --dry-run [DIR]  anywhere: every step's CPU part (builds, the
+#                                            probes against the fake driver, argument handling,
+#                                            the result files); GPU commands are listed, not run
+#   bash bench/gpu-check.sh --pack           here, before: Criterion and jemalloc into
+#                                            build/gpu-pack, for a GPU machine without them
+#   bash bench/gpu-check.sh --sections       the section names, in order
 #
-# Without a GPU it says so and exits 0. The whole run is held to GPU_CHECK_BUDGET
-# seconds (default 360): a section that would start with too little time left is
-# skipped with a message, and every command runs under `timeout`.
+# Without a GPU (and without --dry-run) it says so and exits 0. GPU_CHECK_FORCE=1 runs
+# the GPU commands even where no GPU was detected.
 #
-# On a lent device machine (the working tree travels without .git, so name the
-# commit; build/gpu-pack is ignored by git, so carry it):
-#   bash bench/gpu-check.sh --pack                          (here, once)
+# Results (DIR): summary.md (the summary table, then every step's command, exit
+# status, time and output cut to GPU_CHECK_MAX_LINES lines), machine.txt, and
+# logs.tar.gz (every step's whole log, the benchmark logs, the PyTorch results).
+# Copy summary.md to docs/results/<date>-gpu.md to keep it.
+#
+# Time: the whole run is held to GPU_CHECK_BUDGET seconds (default 450); every
+# step runs under `timeout` with its own limit, never past the budget, and a
+# section that cannot start with the time it needs is skipped, saying so. Steps
+# run one at a time, so that one GPU job runs at a time (Criterion with --jobs=1).
+#
+# On a lent device machine (the tree travels without .git: name the commit; the pack
+# is ignored by git: carry it):
+#   bash bench/gpu-check.sh --pack                                     (here, once)
 #   run(command="GPU_CHECK_COMMIT=<git rev-parse --short HEAD> bash bench/gpu-check.sh",
-#       carry=["build/gpu-pack"], timeout_s=480)
-# The result comes back in $OUT: <date>-gpu.md and gpu-check-logs.tar.gz; copy
-# the .md into docs/results/ and commit it.
+#       carry=["build/gpu-pack"], timeout_s=540)
 #
-# Adding a check: write a one-line section function (see "Sections") and add
-# its name to SECTIONS. A section that needs a binary names it in run_if, which
-# skips the section, with a message, when the binary was not built.
-#
-# Environment: GPU_CHECK_BUDGET (seconds), GPU_CHECK_OUT (the result file),
-# GPU_CHECK_COMMIT (the commit to record where there is no .git),
-# GPU_CHECK_FORCE=1 (run without a GPU: a dry run of the script itself), JOBS.
+# Environment: GPU_CHECK_BUDGET, GPU_CHECK_COMMIT, GPU_CHECK_FORCE, GPU_CHECK_MAX_LINES, JOBS.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
-BUDGET=${GPU_CHECK_BUDGET:-360}
+BUDGET=${GPU_CHECK_BUDGET:-450}
 JOBS=${JOBS:-$(nproc)}
+MAX_LINES=${GPU_CHECK_MAX_LINES:-40}
 PACK=build/gpu-pack
-LOGS=build/gpu-check
-MAX_LINES=${GPU_CHECK_MAX_LINES:-40}   # lines of output kept per command in the result
+LOGS=build/gpu-check/logs
+LIB=$ROOT/build/libcudalloc.so
+# Warnings are not fatal there: a newer compiler may warn where this one does not.
+MAKE_ARGS=(-k -j"$JOBS" WARN=-Wall)
+SECTIONS=(preflight build driver preload fences contexts torch backend_cuda workload progs suites)
+# The seconds a section needs to start; it is skipped, saying so, with less left.
+declare -A NEED=([preflight]=30 [build]=60 [driver]=30 [preload]=20 [fences]=20 [contexts]=20 [torch]=150
+                 [backend_cuda]=30 [workload]=60 [progs]=30 [suites]=40)
+DRY=0
 
 # -----------------------------------------------------------------------------
 # Detection and packing
@@ -50,10 +60,11 @@ has_gpu() {
   ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 ' && [ -e /dev/nvidiactl ]
 }
 
-# Criterion and every library it pulls in, except glibc's own.
+# Criterion and every library it pulls in, except glibc's own; then jemalloc
+# (bench/bench.mk's bench-pack).
 pack() {
   rm -rf "$PACK" && mkdir -p "$PACK/include" "$PACK/lib" || exit 1
-  local inc=/usr/include/criterion lib
+  local inc=/usr/include/criterion lib dep
   lib=$(ldconfig -p | awk '/libcriterion\.so\.3 .*x86-64/ {print $NF; exit}')
   [ -d "$inc" ] && [ -n "$lib" ] || { echo "Criterion is not installed here"; exit 1; }
   cp -r "$inc" "$PACK/include/"
@@ -64,20 +75,51 @@ pack() {
     cp -L "$dep" "$PACK/lib/"
   done
   ln -sf "$(basename "$lib")" "$PACK/lib/libcriterion.so"
+  make -s bench-pack || exit 1
   echo "packed into $PACK ($(du -sh "$PACK" | cut -f1)): carry it with the run (carry: [\"$PACK\"])"
 }
 
+# Criterion: the machine's own, else the pack's (only the libraries this machine
+# lacks, so that nothing runs with the packing machine's copy of a library it has).
+use_criterion() {
+  if echo '#include <criterion/criterion.h>' | ${CC:-gcc} -E -x c - >/dev/null 2>&1; then
+    echo "Criterion: this machine's"
+    return 0
+  fi
+  [ -d "$PACK/include/criterion" ] || {
+    echo "Criterion is missing: run \`bash bench/gpu-check.sh --pack\` first and carry $PACK"
+    return 1
+  }
+  local dir=$ROOT/build/gpu-check/criterion-lib f
+  rm -rf "$dir" && mkdir -p "$dir"
+  for f in "$ROOT/$PACK"/lib/*; do
+    ldconfig -p | grep -q "^[[:space:]]*$(basename "$f") (" || ln -s "$f" "$dir/"
+  done
+  export CPATH="$ROOT/$PACK/include${CPATH:+:$CPATH}"
+  export LIBRARY_PATH="$dir${LIBRARY_PATH:+:$LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "Criterion: from $PACK ($(ls "$dir" | wc -l) libraries this machine lacks)"
+}
+
+# jemalloc for bench_alloc: the machine's, else the pack's.
+jemalloc_args() {
+  if echo '#include <jemalloc/jemalloc.h>' | ${CC:-gcc} -E -x c - >/dev/null 2>&1; then return 0; fi
+  [ -f "$PACK/jemalloc/libjemalloc.a" ] &&
+    echo "JEMALLOC_CFLAGS=-I$ROOT/$PACK/jemalloc/include JEMALLOC_LIBS=$ROOT/$PACK/jemalloc/libjemalloc.a"
+}
+
 # -----------------------------------------------------------------------------
-# Running and recording
+# Steps and sections
 # -----------------------------------------------------------------------------
 
 STEP=0
-RESULTS=()      # "section|status|seconds" for the summary table
+RESULTS=()       # "section|status|seconds" for the summary table
+SECTION_RC=0     # the worst status of the running section's steps
+BODY=build/gpu-check/body.md
 
 left() { echo $((BUDGET - SECONDS)); }
 
-# Prints a command's output kept short: the first and last lines, with the
-# full log's path in between.
+# The whole output when short, else its first and last lines.
 show_output() {
   local log=$1 n
   n=$(wc -l < "$log")
@@ -86,250 +128,353 @@ show_output() {
     cat "$log"
   else
     head -n $((MAX_LINES / 4)) "$log"
-    echo "... ($((n - MAX_LINES)) lines cut; the whole output is in $log) ..."
+    echo "... ($((n - MAX_LINES)) lines cut: logs.tar.gz has them, $(basename "$log")) ..."
     tail -n $((MAX_LINES - MAX_LINES / 4)) "$log"
   fi
   echo '```'
 }
 
-# step <seconds> <command...>: runs the command under timeout (never past the
-# budget), shows it, its output and its exit status; returns that status.
-step() {
+note() { printf '%s\n\n' "$*" >> "$BODY"; }
+
+# A step's result into the section's status: 0 ok, else the first failure.
+record() { [ "$1" -ne 0 ] && [ "$SECTION_RC" -eq 0 ] && SECTION_RC=$1; return "$1"; }
+
+# run_step <limit> <command...>: runs it under timeout, never past the budget;
+# writes its command, output and status to the body; returns its status.
+run_step() {
   local limit=$1 rc t0=$SECONDS log
   shift
-  [ "$limit" -gt "$(left)" ] && limit=$(left)
-  [ "$limit" -lt 5 ] && { echo "skipped (time budget spent): $*"; return 124; }
+  [ "$limit" -gt $(($(left) - 5)) ] && limit=$(($(left) - 5))
+  if [ "$limit" -lt 5 ]; then note "skipped (time budget spent): \`$*\`"; record 124; return; fi
   STEP=$((STEP + 1))
-  log=$LOGS/step-$STEP.log
-  echo "\$ $*"
+  log=$LOGS/$(printf '%02d' "$STEP")-$CURRENT.log
+  printf '$ %s\n' "$*" >> "$BODY"
   timeout -k 5 "$limit" "$@" > "$log" 2>&1
   rc=$?
-  show_output "$log"
-  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-    echo "**timed out** after ${limit}s"
-  else
-    echo "exit $rc, $((SECONDS - t0))s"
-  fi
-  echo
-  return "$rc"
+  show_output "$log" >> "$BODY"
+  case $rc in
+    124|137) note "**timed out** after ${limit}s" ;;
+    *) note "exit $rc, $((SECONDS - t0))s" ;;
+  esac
+  printf '  [%3ds] %-12s %s: exit %d\n' "$SECONDS" "$CURRENT" "$(basename "$(program_of "$@")")" "$rc"
+  record "$rc"
 }
 
-# run_if "<files needed>" <seconds> <command...>: a step that first checks
-# that what it runs was built.
-run_if() {
-  local need=$1 f
-  shift
-  for f in $need; do
-    [ -e "$f" ] || { echo "skipped: $f was not built"; echo; return 200; }
+# The program a command line runs: its first word that is not env or NAME=value.
+program_of() {
+  while [ $# -gt 0 ]; do
+    case $1 in
+      env|*=*) shift ;;
+      -u) shift 2 ;;
+      *) echo "$1"; return ;;
+    esac
   done
-  step "$@"
 }
 
-# Runs one section: a heading, the body, and a line for the summary.
-section() {
-  local name=$1 t0=$SECONDS rc status
-  echo "## $name"
-  echo
-  if [ "$(left)" -lt 10 ]; then
-    echo "skipped: the time budget (${BUDGET}s) is spent"
-    echo
-    RESULTS+=("$name|skipped (time)|0")
+# cpu: a step that runs in the dry run too (builds, the CPU part of a check).
+cpu() { run_step "$@"; }
+
+# gpu: a step that needs the GPU. The dry run checks that its program was
+# built and lists the command.
+gpu() {
+  local limit=$1 prog
+  shift
+  if [ "$DRY" -eq 0 ]; then run_step "$limit" "$@"; return; fi
+  prog=$(program_of "$@")
+  if [ -n "$prog" ] && [ "${prog#*/}" != "$prog" ] && [ ! -x "$prog" ]; then
+    note "**not built**: $prog (for \`$*\`)"
+    record 1
     return
   fi
-  "section_$name"
-  rc=$?
-  case $rc in
-    0) status=ok ;;
-    200) status=skipped ;;
-    124|137) status="**timed out**" ;;
-    *) status="**FAILED** ($rc)" ;;
-  esac
-  RESULTS+=("$name|$status|$((SECONDS - t0))")
+  note "(dry run) would run, under ${limit}s: \`$*\`"
 }
 
-# -----------------------------------------------------------------------------
-# Sections, in the order they run. Each returns 0 (ok), 200 (skipped) or the
-# failing step's status.
-# -----------------------------------------------------------------------------
+# The log of the last step that ran.
+last_log() { ls "$LOGS/$(printf '%02d' "$STEP")"-*.log 2>/dev/null | head -1; }
 
-SECTIONS=(machine build unit_tests backend_cuda kernel_check workload_plain workload_preload
-          progs_static progs_shared shim_gpu bench_gpu)
+# A step whose log must contain a line: fails (1) when it does not.
+expect_line() {
+  local pattern=$1 log
+  log=$(last_log)
+  [ "$DRY" -eq 1 ] && return 0
+  if [ -z "$log" ] || ! grep -q -- "$pattern" "$log"; then
+    note "**FAILED**: the output lacks \`$pattern\`"
+    record 1
+    return 1
+  fi
+}
 
-section_machine() {
-  echo "- date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-  local commit=${GPU_CHECK_COMMIT:-}
-  [ -z "$commit" ] && commit=$(git rev-parse --short HEAD 2>/dev/null) &&
-    ! git diff --quiet HEAD 2>/dev/null && commit="$commit (with uncommitted changes)"
-  echo "- commit: ${commit:-unknown (no .git; set GPU_CHECK_COMMIT)}"
-  echo "- host: $(uname -srm), $(nproc) CPUs"
-  local nv="no nvcc"
-  command -v nvcc >/dev/null && nv=$(nvcc --version | grep -o 'release [0-9.]*')
-  echo "- compilers: $(${CC:-gcc} --version | head -1); nvcc $nv"
-  echo
-  step 30 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.max.sm --format=csv
-  step 30 nvidia-smi
+# section <name> <seconds it needs to start>
+section() {
+  local name=$1 need=$2 t0=$SECONDS status
+  CURRENT=$name
+  SECTION_RC=0
+  printf '## %s\n\n' "$name" >> "$BODY"
+  if [ "$(left)" -lt "$need" ]; then
+    note "skipped: ${need}s needed, $(left)s left of the ${BUDGET}s budget"
+    RESULTS+=("$name|skipped (time)|0")
+    return 0
+  fi
+  "section_$name"
+  local rc=$?
+  [ "$SECTION_RC" -eq 0 ] && SECTION_RC=$rc
+  case $SECTION_RC in
+    0) status=ok; [ "$DRY" -eq 1 ] && status="dry run: CPU part ok" ;;
+    200) status=skipped ;;
+    124|137) status="**timed out**" ;;
+    *) status="**FAILED** ($SECTION_RC)" ;;
+  esac
+  RESULTS+=("$name|$status|$((SECONDS - t0))")
   return 0
 }
 
-# Criterion: the machine's own, else the one packed by --pack.
-use_criterion() {
-  if echo '#include <criterion/criterion.h>' | ${CC:-gcc} -E -x c - >/dev/null 2>&1; then return 0; fi
-  if [ -d "$PACK/include/criterion" ]; then
-    # Only the libraries this machine lacks, so that no program here runs
-    # with the packing machine's copy of a library it has itself.
-    local dir=$ROOT/$LOGS/criterion-lib f
-    rm -rf "$dir" && mkdir -p "$dir"
-    for f in "$ROOT/$PACK"/lib/*; do
-      ldconfig -p | grep -q "^[[:space:]]*$(basename "$f") (" || ln -s "$f" "$dir/"
-    done
-    export CPATH="$ROOT/$PACK/include${CPATH:+:$CPATH}"
-    export LIBRARY_PATH="$dir${LIBRARY_PATH:+:$LIBRARY_PATH}"
-    export LD_LIBRARY_PATH="$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    echo "Criterion: from $PACK ($(ls "$dir" | wc -l) libraries this machine lacks)"
-    echo
+# -----------------------------------------------------------------------------
+# The sections, most informative first
+# -----------------------------------------------------------------------------
+
+# 1. Can the backend run here at all? Stops the check at once when not.
+section_preflight() {
+  if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+    note "**FAILED**: no nvcc: the GPU check builds its programs on this machine"
+    echo "preflight: FAIL: no nvcc (the CUDA toolkit) on this machine" > "$LOGS/00-preflight.log"
+    return 1
+  fi
+  cpu 120 make "${MAKE_ARGS[@]}" build/gpu/preflight || return
+  if [ "$DRY" -eq 1 ]; then
+    # Without a driver the preflight must fail with its one line; run it here.
+    run_step 30 build/gpu/preflight
+    local rc=$?
+    SECTION_RC=0
+    grep -q '^preflight: FAIL: ' "$(last_log)" && [ "$rc" -eq 2 ] ||
+      { note "**FAILED**: without a driver the preflight did not stop with one 'preflight: FAIL:' line"; return 1; }
+    note "(dry run) without a driver the preflight stops as it must (exit 2); a real run would stop here"
     return 0
   fi
-  echo "Criterion is missing: the unit tests cannot be built (run \`bash bench/gpu-check.sh --pack\` first and carry $PACK)"
-  return 1
+  run_step 60 build/gpu/preflight
 }
 
-# Everything, then the test binaries (attempted even when a program failed to
-# build, since they need only the static library).
+# Everything the later sections run, in one parallel build (CPU only).
 section_build() {
-  local rc=0 bins=() t
-  step 240 make -j"$JOBS" || rc=$?
-  use_criterion || return 200
+  local bins=() t
   for t in tests/test_*.c; do bins+=("build/tests/$(basename "$t" .c)"); done
-  # The fake driver of test_backend_cuda, where the Makefile has its rule.
-  make -n build/tests/fake/libcuda.so.1 >/dev/null 2>&1 && bins+=(build/tests/fake/libcuda.so.1)
-  step 180 make -k -j"$JOBS" "${bins[@]}" || rc=$?
-  return "$rc"
+  for t in tests/progs/*.c; do bins+=("build/progs/$(basename "$t" .c)"); done
+  local criterion
+  criterion=$(use_criterion) || note "**$criterion**: the test binaries cannot be built"
+  use_criterion >/dev/null 2>&1   # again in this shell, for its exports
+  note "$criterion"
+  # shellcheck disable=SC2046
+  cpu 300 make "${MAKE_ARGS[@]}" lib cuda build/bench/libstepspy.so $(jemalloc_args) build/bench/bench_alloc \
+    "${bins[@]}"
 }
 
-# Every test binary, with the tests that can use a real device on it.
-section_unit_tests() {
-  local t rc=0 any=200
-  for t in build/tests/test_*; do
-    [ -x "$t" ] || continue
-    any=0
-    step 120 env CUDALLOC_TEST_BACKEND=cuda "$t" --jobs="$JOBS" --short-filename || rc=$?
-  done
-  [ "$any" -eq 200 ] && printf 'skipped: no test binary was built\n\n'
-  [ "$rc" -ne 0 ] && return "$rc"
-  return "$any"
+# 2. The raw driver's answer to every call alloc/backend/cuda.c makes. The dry
+# run runs it against the fake driver (no kernels): its CPU part.
+section_driver() {
+  if [ "$DRY" -eq 1 ]; then
+    cpu 60 env LD_LIBRARY_PATH="$ROOT/build/tests/fake" build/gpu/driver_probe --no-kernels || true
+    SECTION_RC=0
+    grep -q '^driver_probe: \(ok\|[0-9]* answers differ\)' "$(last_log)" ||
+      { note "**FAILED**: the probe did not run to its end against the fake driver"; return 1; }
+    note "(dry run) the probe ran against the fake driver (tests/fake/libcuda.c); on a GPU: \`build/gpu/driver_probe\`"
+    return 0
+  fi
+  gpu 90 build/gpu/driver_probe
 }
 
-section_backend_cuda() {
-  run_if build/tests/test_backend_cuda 60 build/tests/test_backend_cuda --verbose \
-    --filter='cuda_gpu/*' --short-filename
-}
-section_kernel_check() { run_if build/kernel-check 90 build/kernel-check; }
-section_workload_plain() { run_if build/workload-cuda 90 build/workload-cuda --steps 50; }
-section_workload_preload() {
-  run_if "build/workload-cuda build/libcudalloc.so" 90 \
-    env LD_PRELOAD="$ROOT/build/libcudalloc.so" build/workload-cuda --steps 50
-}
-
-# The preload test programs built with nvcc, as most CUDA programs are: with
-# nvcc's default static cudart, and with -cudart shared; each runs preloaded.
-progs_with_nvcc() {
-  local kind=$1 flag=$2 out rc=0 p name
-  out=$LOGS/progs-$kind
-  [ -e build/libcudalloc.so ] || { printf 'skipped: build/libcudalloc.so was not built\n\n'; return 200; }
-  command -v nvcc >/dev/null || { printf 'skipped: no nvcc\n\n'; return 200; }
-  compgen -G 'tests/progs/*.c' >/dev/null || { printf 'skipped: no program in tests/progs\n\n'; return 200; }
-  mkdir -p "$out"
-  for p in tests/progs/*.c; do
-    name=$(basename "$p" .c)
-    step 60 nvcc -O2 $flag -Ialloc -Itests/progs "$p" -o "$out/$name" -ldl -lpthread || { rc=1; continue; }
-    step 60 env LD_PRELOAD="$ROOT/build/libcudalloc.so" "$out/$name" || rc=$?
-  done
-  return "$rc"
-}
-section_progs_static() { progs_with_nvcc static ""; }
-section_progs_shared() { progs_with_nvcc shared "-cudart shared"; }
-
-# The preload on the GPU with kernels (owned by shim/, issue 4): tests/progs/gpu_saxpy.cu
-# built by shim/shim.mk with nvcc's default static cudart and with -cudart shared, each
-# run preloaded: its checks must pass and cudalloc's exit summary must show that it
-# served the allocations; then the driver-API program against the real driver.
-section_shim_gpu() {
-  local rc=0 kind prog
-  [ -e build/libcudalloc.so ] || { printf 'skipped: build/libcudalloc.so was not built\n\n'; return 200; }
-  step 120 make -j"$JOBS" build/progs/gpu_saxpy-static build/progs/gpu_saxpy-shared build/progs/drvapi || return
+# 3. The preload on nvcc programs: static runtime (nvcc's default) and shared.
+section_preload() {
+  local kind
   for kind in static shared; do
-    prog=build/progs/gpu_saxpy-$kind
-    step 60 env LD_PRELOAD="$ROOT/build/libcudalloc.so" "$prog" || { rc=1; continue; }
-    grep -q '^gpu_saxpy: ok' "$LOGS/step-$STEP.log" && grep -q '^cudalloc: summary (backend cuda' "$LOGS/step-$STEP.log" ||
-      { echo "**$prog was not served by cudalloc**"; echo; rc=1; }
+    gpu 60 env -u CUDALLOC_CONF LD_PRELOAD="$LIB" build/progs/gpu_saxpy-$kind &&
+      expect_line '^gpu_saxpy: ok' && expect_line '^cudalloc: summary (backend cuda'
   done
-  step 60 env LD_PRELOAD="$ROOT/build/libcudalloc.so" build/progs/drvapi || rc=1
-  return "$rc"
+  return 0
 }
 
-# The benchmarks on the GPU (owned by bench/, docs/benchmarks.md): bench_alloc
-# against the CUDA backend (the cached pair makes no memory call, but asks the
-# driver for the current device on every allocation), then bench_workload.sh
-# --cuda: workload-cuda plain vs preloaded, step time ratio (design target >= 5).
-# jemalloc: the machine's, else the copy `make bench-pack` put in the pack.
-section_bench_gpu() {
-  local rc=0 MAX_LINES=120 jem=() have=1
-  if ! echo '#include <jemalloc/jemalloc.h>' | ${CC:-gcc} -E -x c - >/dev/null 2>&1; then
-    if [ -f "$PACK/jemalloc/libjemalloc.a" ]; then
-      jem=(JEMALLOC_CFLAGS="-I$ROOT/$PACK/jemalloc/include" JEMALLOC_LIBS="$ROOT/$PACK/jemalloc/libjemalloc.a")
+# 4. Fences on the device, under a cap that forces reuse; the plain run shows
+# the scenarios pass on the driver's own allocator.
+section_fences() {
+  gpu 60 env -u LD_PRELOAD build/gpu/fence_check-static
+  gpu 60 env CUDALLOC_CONF=memory_cap_mb:64 LD_PRELOAD="$LIB" build/gpu/fence_check-static --expect-cudalloc
+  gpu 60 env CUDALLOC_CONF=memory_cap_mb:64 LD_PRELOAD="$LIB" build/gpu/fence_check-shared --expect-cudalloc
+  return 0
+}
+
+# 5. Contexts: a cuCtxCreate program plain and preloaded (the thread without a
+# context must get the same answer from both), and the driver-API entry points.
+section_contexts() {
+  local a b
+  gpu 30 env -u LD_PRELOAD build/gpu/contexts
+  [ "$DRY" -eq 0 ] && a=$(grep '^contexts: no context:' "$(last_log)")
+  gpu 30 env -u CUDALLOC_CONF LD_PRELOAD="$LIB" build/gpu/contexts --expect-cudalloc
+  if [ "$DRY" -eq 0 ]; then
+    b=$(grep '^contexts: no context:' "$(last_log)")
+    if [ -z "$a" ] || [ "$a" != "$b" ]; then
+      note "**FAILED**: a thread without a context: the driver says \`${a#contexts: no context: }\`, cudalloc \`${b#contexts: no context: }\`"
+      record 1
     else
-      have=0
-      printf 'jemalloc is missing: bench_alloc skipped (run `make bench-pack` after --pack, and carry %s)\n\n' "$PACK"
+      note "a thread without a context gets the driver's answer from cudalloc too: \`${a#contexts: no context: }\`"
     fi
   fi
-  if [ "$have" -eq 1 ]; then
-    { step 120 make -j"$JOBS" ${jem[@]+"${jem[@]}"} build/bench/bench_alloc &&
-        step 120 build/bench/bench_alloc --backend cuda --pairs 50000 --rounds 5; } || rc=$?
-  fi
-  step 60 make -j"$JOBS" build/bench/libstepspy.so || return
-  run_if "build/workload-cuda build/libcudalloc.so" 150 bench/bench_workload.sh --cuda || rc=$?
-  return "$rc"
+  gpu 30 env -u CUDALLOC_CONF LD_PRELOAD="$LIB" build/progs/drvapi
+  return 0
 }
 
-summary() {
-  echo "## Summary"
-  echo
-  echo "| section | result | seconds |"
-  echo "| --- | --- | --- |"
-  local r
-  for r in "${RESULTS[@]}"; do echo "| ${r//|/ | } |"; done
-  echo
-  echo "total: ${SECONDS}s of a ${BUDGET}s budget"
+# 6. PyTorch, when it is installed: four allocators on the same model.
+section_torch() {
+  local py=bench/gpu/torch_check.py mode files=()
+  if [ "$DRY" -eq 1 ]; then
+    cpu 30 python3 "$py" plan
+    return
+  fi
+  if ! timeout 60 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+    note "skipped: PyTorch with CUDA is not installed (python3 -c 'import torch' fails, or sees no GPU)"
+    return 200
+  fi
+  for mode in native expandable pluggable preload; do
+    # shellcheck disable=SC2046
+    gpu 80 env -u LD_PRELOAD $(python3 "$py" env "$mode" --lib "$LIB") \
+      python3 "$py" run "$mode" --lib "$LIB" --out "$LOGS/torch-$mode.json"
+    [ -f "$LOGS/torch-$mode.json" ] && files+=("$LOGS/torch-$mode.json")
+  done
+  [ ${#files[@]} -gt 0 ] && cpu 10 python3 "$py" table "${files[@]}"
+  return 0
+}
+
+# 7. The CUDA backend's own suite, one test at a time.
+section_backend_cuda() {
+  gpu 90 env CUDALLOC_TEST_BACKEND=cuda build/tests/test_backend_cuda --jobs=1 --verbose --short-filename
+}
+
+# 8. The kernels, then the workload plain, preloaded and on the driver's pool
+# (bench/bench_workload.sh --cuda: verdicts, reserved/allocated, ratios, calls per step).
+section_workload() {
+  gpu 60 build/kernel-check
+  local MAX_LINES=80 run
+  [ "$DRY" -eq 0 ] && rm -f build/bench/workload/*.log   # no verdict of an earlier run
+  gpu 200 env BUILD=build bench/bench_workload.sh --cuda || return
+  [ "$DRY" -eq 1 ] && return 0
+  for run in plain cudalloc cudalloc-classic cudaMallocAsync; do
+    grep -q '^verdict: PASS' "build/bench/workload/$run.log" 2>/dev/null ||
+      { note "**FAILED**: the $run run's verdict is not PASS (build/bench/workload/$run.log)"; record 1; }
+  done
+  return 0
+}
+
+# 9. The preload test programs (gcc, shared runtime) against the real driver.
+section_progs() {
+  local p
+  for p in reset mem_info ptsz threads bad_inputs; do
+    gpu 30 env -u CUDALLOC_CONF LD_PRELOAD="$LIB" build/progs/$p && expect_line "^$p: ok"
+  done
+  gpu 30 env -u LD_PRELOAD -u CUDALLOC_CONF build/progs/torch_api "$LIB" && expect_line '^torch_api: ok'
+  return 0
+}
+
+# 10. With what time is left: the core suites on the CUDA backend, then the benchmarks.
+section_suites() {
+  local t
+  for t in tests/test_core_*.c; do
+    [ "$(left)" -lt 40 ] && { note "stopped: $(left)s left"; break; }
+    gpu 60 env CUDALLOC_TEST_BACKEND=cuda "build/tests/$(basename "$t" .c)" --jobs=1 --short-filename
+  done
+  [ "$(left)" -lt 40 ] && { note "bench_alloc skipped: $(left)s left"; return 0; }
+  local MAX_LINES=80
+  gpu 90 build/bench/bench_alloc --backend cuda --pairs 50000 --rounds 5
+  return 0
 }
 
 # -----------------------------------------------------------------------------
+# Results
+# -----------------------------------------------------------------------------
 
-main() {
-  if [ "${1:-}" = "--pack" ]; then pack; exit 0; fi
-  if ! has_gpu && [ -z "${GPU_CHECK_FORCE:-}" ]; then
-    echo "no GPU on this machine: nothing to check"
-    exit 0
+machine() {
+  local commit=${GPU_CHECK_COMMIT:-} nv="no nvcc" torch="not installed"
+  [ -z "$commit" ] && commit=$(git rev-parse --short HEAD 2>/dev/null) &&
+    ! git diff --quiet HEAD 2>/dev/null && commit="$commit (with uncommitted changes)"
+  command -v nvcc >/dev/null && nv=$(nvcc --version | grep -o 'release [0-9.]*')
+  [ "$DRY" -eq 0 ] && torch=$(timeout 60 python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)' 2>/dev/null || echo "not installed")
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "commit: ${commit:-unknown (no .git; set GPU_CHECK_COMMIT)}"
+  echo "mode: $([ "$DRY" -eq 1 ] && echo "dry run (no GPU command ran)" || echo "GPU run")"
+  echo "host: $(uname -srm), $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo) memory"
+  echo "compilers: $(${CC:-gcc} --version | head -1); nvcc $nv"
+  echo "python: $(python3 --version 2>&1); torch: $torch"
+  if command -v nvidia-smi >/dev/null; then
+    echo "gpu:"
+    timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.max.sm,mig.mode.current \
+      --format=csv 2>&1 | sed 's/^/  /'
+  else
+    echo "gpu: no nvidia-smi"
   fi
-  local result=${GPU_CHECK_OUT:-docs/results/$(date +%Y-%m-%d)-gpu.md}
-  mkdir -p "$(dirname "$result")" "$LOGS" || exit 1
-  rm -f "$LOGS"/step-*.log
+}
+
+write_results() {
+  local out=$1 r
   {
     echo "# GPU check, $(date +%Y-%m-%d)"
     echo
-    echo "Written by \`bench/gpu-check.sh\`; each command's output is cut to $MAX_LINES lines."
-    [ -n "${GPU_CHECK_FORCE:-}" ] && ! has_gpu && echo "**Dry run without a GPU (GPU_CHECK_FORCE).**"
+    echo "Written by \`bench/gpu-check.sh\`$([ "$DRY" -eq 1 ] && echo ' --dry-run'); docs/gpu.md explains each section."
+    [ "$DRY" -eq 1 ] && echo && echo "**Dry run: only the CPU part of each step ran; no GPU command.**"
     echo
-    local s
-    for s in "${SECTIONS[@]}"; do section "$s"; done
-    summary
-  } 2>&1 | tee "$result"
-  echo "written to $result"
-  if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
-    cp "$result" "$OUT/"
-    tar czf "$OUT/gpu-check-logs.tar.gz" "$LOGS" 2>/dev/null
+    echo '```text'
+    cat "$out/machine.txt"
+    echo '```'
+    echo
+    echo "| section | result | seconds |"
+    echo "| --- | --- | --- |"
+    for r in "${RESULTS[@]}"; do echo "| ${r//|/ | } |"; done
+    echo
+    echo "total: ${SECONDS}s of a ${BUDGET}s budget; each command's output is cut to $MAX_LINES lines"
+    echo "(logs.tar.gz has every log)."
+    echo
+    cat "$BODY"
+  } > "$out/summary.md"
+  # The benchmark logs are where bench/bench_workload.sh writes them.
+  local extra=()
+  [ -d build/bench/workload ] && [ "$DRY" -eq 0 ] && extra+=(build/bench/workload)
+  cp "$out/summary.md" "$LOGS/summary.md"
+  tar czf "$out/logs.tar.gz" "$LOGS" ${extra[@]+"${extra[@]}"}
+}
+
+usage() {
+  sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//'
+}
+
+main() {
+  local out=
+  case "${1:-}" in
+    --pack) pack; exit 0 ;;
+    --sections) echo "${SECTIONS[@]}"; exit 0 ;;
+    --dry-run) DRY=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    -*) echo "gpu-check: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+  [ $# -gt 1 ] && { echo "gpu-check: one result folder at most (see --help)" >&2; exit 2; }
+  out=${1:-${OUT:-build/gpu-check/results}}
+  if [ "$DRY" -eq 0 ] && ! has_gpu && [ -z "${GPU_CHECK_FORCE:-}" ]; then
+    echo "gpu-check: no GPU on this machine: nothing to check (--dry-run runs every step's CPU part)"
+    exit 0
   fi
-  # The exit status says whether every section that ran passed.
-  ! grep -q '^| .* | \*\*' "$result"
+  mkdir -p "$out" "$LOGS" || exit 1
+  rm -f "$LOGS"/* "$BODY" "$out/summary.md" "$out/machine.txt" "$out/logs.tar.gz"
+  machine > "$out/machine.txt" 2>&1
+  echo "gpu-check: $([ "$DRY" -eq 1 ] && echo "dry run" || echo "GPU run"), budget ${BUDGET}s, results in $out"
+  local s stopped=0
+  for s in "${SECTIONS[@]}"; do
+    if [ "$stopped" -eq 1 ]; then RESULTS+=("$s|not run (preflight failed)|0"); continue; fi
+    section "$s" "${NEED[$s]}"
+    if [ "$s" = preflight ] && [ "$DRY" -eq 0 ] && [ "$SECTION_RC" -ne 0 ]; then
+      stopped=1
+      grep -h '^preflight: FAIL: ' "$LOGS"/*-preflight.log >&2 || echo "preflight: FAIL: see $out/summary.md" >&2
+    fi
+  done
+  write_results "$out"
+  echo
+  printf '%s\n' "${RESULTS[@]}" | awk -F'|' '{printf "  %-14s %-30s %ss\n", $1, $2, $3}'
+  echo "gpu-check: ${SECONDS}s; $out/summary.md, machine.txt, logs.tar.gz"
+  # The exit status says whether every section passed (or was skipped).
+  ! printf '%s\n' "${RESULTS[@]}" | grep -q -e 'FAILED' -e 'timed out' -e 'not run'
 }
 
 main "$@"
