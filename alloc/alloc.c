@@ -17,6 +17,7 @@
 #include "ptrmap.h"
 #include "report.h"
 #include "segments.h"
+#include "streams.h"
 #include "track.h"
 
 static ca_block_t *take(ca_device_t *d, size_t rounded, ca_stream_t stream) {
@@ -62,11 +63,24 @@ static CUresult out_of_memory(ca_device_t *d, size_t size, CUresult rc) {
   return rc;
 }
 
-CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, void *caller) {
-  return ca_malloc_on(-1, ptr, size, stream, caller);
+/* The device an allocation on stream goes to: dev when given (-1: the
+ * stream's own); a stream of another device than dev is a bad handle. */
+static CUresult device_of(int dev, ca_stream_t stream, ca_device_t **out) {
+  int sdev = dev;
+  if (dev < 0 || !ca_stream_is_default(stream)) {   /* an explicit device's default streams are its own */
+    CUresult rc = ca_state.be->stream_device(stream, &sdev);
+    if (rc) return rc;
+    if (dev >= 0 && sdev != dev) return CUDA_ERROR_INVALID_HANDLE;
+  }
+  return ca_device_get(sdev, out);
 }
 
-CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, void *caller) {
+CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind, void *caller) {
+  return ca_malloc_on(-1, ptr, size, stream, kind, caller);
+}
+
+CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind,
+                      void *caller) {
   if (!ptr) return CUDA_ERROR_INVALID_VALUE;
   CUresult rc = ca_init(NULL);
   if (rc) return rc;
@@ -75,9 +89,10 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, void
     return CUDA_SUCCESS;
   }
   if (ca_state.exited) return CUDA_ERROR_DEINITIALIZED;
+  /* Not stream-ordered: nobody's pending blocks (stream NULL to take). */
+  stream = kind == CA_ALLOC_ASYNC ? ca_stream_normal(stream) : NULL;
   ca_device_t *d;
-  if ((rc = dev < 0 ? ca_current_device(&d) : ca_device_get(dev, &d))) return rc;
-  stream = ca_stream_normal(stream);
+  if ((rc = device_of(dev, stream ? stream : CA_STREAM_LEGACY, &d))) return rc;
   void *site = ca_track_site(caller);   /* a backtrace is taken outside the lock */
   pthread_mutex_lock(&d->lock);
   ca_block_t *b = NULL;
@@ -112,12 +127,13 @@ static bool stream_capturing(ca_stream_t stream) {
   return ca_state.be->is_capturing(stream, &capturing) == CUDA_SUCCESS && capturing;
 }
 
-/* The queue a freed block waits in. */
+/* The queue a freed block waits in: with free_mode:stream, a cudaFree
+ * waits in the block's own stream's (the device's epoch when it is gone). */
 static ca_queue_t *queue_for(ca_device_t *d, ca_block_t *b, ca_stream_t stream, bool sync) {
   bool capture = __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0;
   if (capture && (sync || stream_capturing(stream))) return &d->held;
   if (sync && ca_config.free_mode == CA_FREE_DEVICE) return &d->epoch;
-  ca_queue_t *q = ca_queue_find(d, sync ? b->stream : stream, true);
+  ca_queue_t *q = sync ? ca_queue_of_block(d, b) : ca_queue_find(d, stream, true);
   return q ? q : &d->epoch;
 }
 
@@ -140,10 +156,11 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
   uintptr_t p = (uintptr_t)ptr;
   ca_device_t *d = ca_device_lock_owner(p);
   if (!d) return CUDA_ERROR_NOT_FOUND;
-  ca_block_t *b = ca_ptrmap_remove(&d->live, p);
-  CUresult rc = CUDA_SUCCESS;
-  if (!b) rc = bad_free(d, p);
-  else {
+  /* A bad stream changes nothing: the block stays the program's. */
+  CUresult rc = sync ? CUDA_SUCCESS : ca_stream_check(d, stream);
+  ca_block_t *b = NULL;
+  if (!rc && !(b = ca_ptrmap_remove(&d->live, p))) rc = bad_free(d, p);
+  if (b) {
     ca_stat_add(&d->stats.allocated_bytes, -(int64_t)b->size);
     ca_stat_add(&d->stats.requested_bytes, -(int64_t)b->requested);
     ca_stat_add(&d->stats.num_frees, 1);

@@ -34,7 +34,7 @@ cudaError_t cudalloc_init(const char *conf) { return ca_cuda_error(ca_init(conf)
 int cudalloc_version(void) { return CUDALLOC_VERSION; }
 
 cudaError_t cudalloc_malloc(void **ptr, size_t size, cudaStream_t stream) {
-  return ca_cuda_error(ca_malloc(ptr, size, (ca_stream_t)stream, __builtin_return_address(0)));
+  return ca_cuda_error(ca_malloc(ptr, size, (ca_stream_t)stream, CA_ALLOC_ASYNC, __builtin_return_address(0)));
 }
 
 cudaError_t cudalloc_free(void *ptr, cudaStream_t stream) {
@@ -42,6 +42,16 @@ cudaError_t cudalloc_free(void *ptr, cudaStream_t stream) {
 }
 
 cudaError_t cudalloc_free_sync(void *ptr) { return ca_cuda_error(ca_free_sync(ptr)); }
+
+cudaError_t cudalloc_stream_register(cudaStream_t stream, unsigned int flags) {
+  return ca_cuda_error(ca_stream_created((ca_stream_t)stream, flags & cudaStreamNonBlocking));
+}
+
+cudaError_t cudalloc_stream_unregister(cudaStream_t stream) {
+  CUresult rc = ca_init(NULL);
+  if (!rc) ca_stream_destroyed((ca_stream_t)stream);
+  return ca_cuda_error(rc);
+}
 
 int cudalloc_owns(const void *ptr) { return ca_owns(ptr); }
 

@@ -4,7 +4,9 @@
  * other stream only after an event recorded on S has completed. A block
  * freed with cudaFree's promise joins the device's epoch queue, whose
  * events go on the legacy default stream (which orders every blocking
- * stream) and on each non-blocking stream the program created.
+ * stream) and on each non-blocking stream the program created. Every event
+ * of device d's fences is d's and names d's streams (the backend records it
+ * in d's context), whichever device the calling thread has current.
  *
  * Events are recorded lazily ("sealing"), when the allocator looks for
  * memory it does not have, so a free costs no driver call. Each queue's
@@ -18,6 +20,7 @@
 #include "bins.h"
 #include "blocks.h"
 #include "log.h"
+#include "streams.h"
 
 ca_stream_t ca_stream_normal(ca_stream_t s) { return s ? s : CA_STREAM_LEGACY; }
 
@@ -37,13 +40,11 @@ static uint64_t thread_tag(void) {
   return tag;
 }
 
-static uint64_t owner_of(ca_stream_t stream) {
+uint64_t ca_stream_owner(ca_stream_t stream) {
   return stream == CA_STREAM_PER_THREAD && !CA_DEBUG(shared_per_thread) ? thread_tag() : 0;
 }
 
-ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool create) {
-  stream = ca_stream_normal(stream);
-  uint64_t owner = owner_of(stream);
+static ca_queue_t *queue_find(ca_device_t *d, ca_stream_t stream, uint64_t owner, bool create) {
   ca_queue_t *q = d->last_queue;
   if (q && q->stream == stream && q->owner == owner && !q->dead) return q;
   for (q = d->queues; q; q = q->next)
@@ -54,6 +55,18 @@ ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool create) {
   q->next = d->queues;
   d->queues = q;
   return d->last_queue = q;
+}
+
+ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool create) {
+  stream = ca_stream_normal(stream);
+  return queue_find(d, stream, ca_stream_owner(stream), create);
+}
+
+/* The block's own stream, and for a per-thread stream the thread that
+ * allocated it, not the one freeing it. */
+ca_queue_t *ca_queue_of_block(ca_device_t *d, const ca_block_t *b) {
+  if (ca_stream_check(d, b->stream) != CUDA_SUCCESS) return NULL;
+  return queue_find(d, b->stream, b->owner, true);
 }
 
 // ----------------------------------------------------------------------------
@@ -191,8 +204,9 @@ static void seal(ca_device_t *d, ca_queue_t *q) {
     /* Another thread may seal a per-thread stream's queue: an event on the
      * legacy stream, which waits for every per-thread stream, covers it. */
     rc = record(d, f, q->stream == CA_STREAM_PER_THREAD ? CA_STREAM_LEGACY : q->stream);
-  } else if (d->nonblocking_overflow) {
-    /* More non-blocking streams than a fence holds: wait as cudaFree does. */
+  } else if (ca_streams_place(d) || d->nonblocking_overflow) {
+    /* A stream whose device is unknown, or more non-blocking streams than
+     * a fence holds: wait as cudaFree does. */
     rc = CA_CALL(d, backend_sync, ca_state.be->device_sync(d->ordinal));
   } else {
     rc = record(d, f, CA_STREAM_LEGACY);

@@ -4,7 +4,15 @@
 
 #include "types.h"
 
+/* The queue of stream as the calling thread names it (a per-thread
+ * default stream is the calling thread's). */
 ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool create);
+/* The queue of a live block's allocation stream and thread; NULL when
+ * that stream is gone (or no memory). */
+ca_queue_t *ca_queue_of_block(ca_device_t *d, const ca_block_t *b);
+/* What tells per-thread default streams apart: the calling thread's tag
+ * for CA_STREAM_PER_THREAD, else 0. */
+uint64_t ca_stream_owner(ca_stream_t stream);
 /* Puts a freed block into queue q (merging with its pending neighbours). */
 void ca_queue_add(ca_device_t *d, ca_queue_t *q, ca_block_t *b);
 /* Removes a pending block from its queue (before reuse on its stream). */

@@ -13,7 +13,7 @@
  *   log config
  *   debug
  *   types
- *   bins ptrmap track
+ *   bins ptrmap track streams
  *   blocks
  *   segments fence
  *   pages
@@ -28,6 +28,7 @@
  *   types      structures, constants, ca_stat_add and CA_CALL
  *   bins       free blocks by size (TLSF)          ptrmap  live blocks by address
  *   track      call sites                          blocks  block structs, set free, coalesce
+ *   streams    stream handles, the fence's streams
  *   segments   classic segments                    fence   streams, queues, events
  *   pages      expandable pages, trimming          pool    take and grow
  *   device     devices, locks, ca_ready            stats   derived statistics
@@ -52,6 +53,7 @@
 #include "report.h"
 #include "segments.h"
 #include "stats.h"
+#include "streams.h"
 #include "track.h"
 
 #endif /* CUDALLOC_INTERNAL_H */

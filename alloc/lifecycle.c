@@ -1,5 +1,5 @@
-/* Start, shutdown, fork, exit, device reset, and the events that change
- * what the allocator must fence: streams and graph captures. */
+/* Start, shutdown, fork, exit, device reset, the streams the program
+ * creates and destroys, and graph captures. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,6 +8,7 @@
 #include "fence.h"
 #include "log.h"
 #include "report.h"
+#include "streams.h"
 #include "track.h"
 
 /* Where ca_init stands is ca_state.init (ca_ready() reads it). */
@@ -85,6 +86,7 @@ void cudalloc_shutdown(void) {
     ca_state.be->shutdown();
   }
   ca_track_forget();
+  ca_streams_forget(false);
   config_loaded = false;
   memset(&ca_state, 0, sizeof ca_state);
 #ifdef CA_TESTING
@@ -104,6 +106,7 @@ void ca_fork_child(void) {
   for (int i = 0; i < CA_MAX_DEVICES; i++) abandoned[i] = ca_state.devices[i];
   if (ca_state.be) ca_state.be->abandon();
   drop_devices(false);
+  ca_streams_forget(true);
   memset(&ca_state, 0, sizeof ca_state);
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   init_lock = fresh;
@@ -130,25 +133,38 @@ CUresult ca_device_reset(int dev) {
 }
 
 // ----------------------------------------------------------------------------
-// Streams and captures
+// Streams (what the core knows of them is streams.c's)
 // ----------------------------------------------------------------------------
 
-void ca_stream_created(ca_stream_t stream, bool nonblocking) {
+CUresult ca_stream_created(ca_stream_t stream, bool nonblocking) {
+  CUresult rc = ca_init(NULL);
+  if (rc || ca_stream_is_default(stream)) return rc;
+  int dev;
   ca_device_t *d;
-  if (!nonblocking || ca_init(NULL) || ca_current_device(&d)) return;
-  pthread_mutex_lock(&d->lock);
-  if (d->nnonblocking < CA_MAX_FENCE_EVENTS - 1) d->nonblocking[d->nnonblocking++] = stream;
-  else if (!d->nonblocking_overflow) {
-    d->nonblocking_overflow = true;
-    ca_log("more than %d non-blocking streams: cudaFree's fence now synchronizes the device",
-           CA_MAX_FENCE_EVENTS - 1);
+  rc = ca_state.be->stream_device(stream, &dev);
+  if (rc == CUDA_ERROR_INVALID_HANDLE || rc == CUDA_ERROR_NOT_SUPPORTED) return rc;
+  if (!nonblocking) return CUDA_SUCCESS;   /* the legacy stream's event covers it */
+  if (rc == CUDA_SUCCESS && ca_device_get(dev, &d) == CUDA_SUCCESS) {
+    pthread_mutex_lock(&d->lock);
+    ca_stream_register_on(d, stream);
+    pthread_mutex_unlock(&d->lock);
+  } else {
+    ca_stream_defer(stream);   /* a transient failure: learned at a later fence */
   }
-  pthread_mutex_unlock(&d->lock);
+  return CUDA_SUCCESS;
 }
 
 static void stream_gone(ca_device_t *d, void *stream) { ca_queue_stream_gone(d, stream); }
 
-void ca_stream_destroyed(ca_stream_t stream) { ca_each_device(stream_gone, ca_stream_normal(stream)); }
+void ca_stream_destroyed(ca_stream_t stream) {
+  if (ca_stream_is_default(stream)) return;
+  ca_stream_forget_deferred(stream);
+  ca_each_device(stream_gone, stream);
+}
+
+// ----------------------------------------------------------------------------
+// Captures
+// ----------------------------------------------------------------------------
 
 /* Frees held during the capture now wait like cudaFree's. */
 static void release_held(ca_device_t *d, void *arg) {

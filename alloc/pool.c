@@ -3,7 +3,8 @@
  *
  * A request on stream S may take a free block (the pool's bins) or a block
  * S itself freed that is still pending (S's queue bins: work on S is
- * ordered, so S may reuse it at once). The tighter fit wins. */
+ * ordered, so S may reuse it at once). The tighter fit wins. A request that
+ * is not stream-ordered (stream NULL) takes free blocks only. */
 #include "pool.h"
 
 #include "bins.h"
@@ -44,7 +45,7 @@ static void trim_tail(ca_device_t *d, ca_pool_t *pool, ca_block_t *b, size_t rou
 
 ca_block_t *ca_pool_take(ca_device_t *d, ca_pool_t *pool, size_t rounded, ca_stream_t stream) {
   size_t max = max_fit(rounded);
-  ca_queue_t *q = ca_queue_find(d, stream, false);
+  ca_queue_t *q = stream ? ca_queue_find(d, stream, false) : NULL;
   ca_block_t *mine = q ? ca_bins_find(&q->bins[pool->id], rounded, max) : NULL;
   ca_block_t *any = ca_bins_find(&pool->bins, rounded, max);
   if (CA_DEBUG(reuse_pending_anywhere) && !mine) mine = ca_queue_find_any(d, pool, rounded, max, &q);
@@ -63,7 +64,8 @@ ca_block_t *ca_pool_take(ca_device_t *d, ca_pool_t *pool, size_t rounded, ca_str
   b->state = CA_LIVE;
   b->queue = NULL;
   b->fence = NULL;
-  b->stream = stream;
+  b->stream = stream ? stream : CA_STREAM_LEGACY;   /* free_mode:stream's cudaFree fences that */
+  b->owner = ca_stream_owner(b->stream);
   return b;
 }
 

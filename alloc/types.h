@@ -57,6 +57,7 @@ struct ca_block_s {
   ca_queue_t *queue;            /* PENDING: where it waits */
   ca_fence_t *fence;            /* PENDING: what it waits for */
   ca_stream_t stream;           /* LIVE: allocation stream */
+  uint64_t owner;               /* LIVE, per-thread stream: its thread's tag */
   void *site;                   /* LIVE: call site (tracking) */
   uint8_t state;                /* ca_block_state_t */
   uint8_t kind;                 /* ca_block_kind_t, FREE blocks only */

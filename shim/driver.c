@@ -5,7 +5,9 @@
  * size of 0 is CUDA_ERROR_INVALID_VALUE. A pointer cudalloc did not
  * allocate goes to the real driver, which answers with its own result; on
  * the simulated device there is none, and the answer is the one the driver
- * gives for an address it does not know.
+ * gives for an address it does not know. An allocation in a context
+ * cudalloc does not serve (the program's own cuCtxCreate) goes to the real
+ * driver too: the core answers CUDA_ERROR_NOT_SUPPORTED.
  */
 #include "shim.h"
 
@@ -13,13 +15,18 @@
 
 static void *ptr_of(CUdeviceptr dptr) { return (void *)(uintptr_t)dptr; }
 
-static CUresult drv_malloc(CUdeviceptr *dptr, size_t size, ca_stream_t stream, void *caller) {
+static CUresult drv_malloc(CUdeviceptr *dptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind,
+                           void *caller) {
   if (!dptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
   void *p = NULL;
-  CUresult rc = ca_malloc(&p, size, stream, caller);
+  CUresult rc = ca_malloc(&p, size, stream, kind, caller);
   if (rc == CUDA_SUCCESS) *dptr = (CUdeviceptr)(uintptr_t)p;
   return rc;
 }
+
+/* The core's answer, or the real driver's where cudalloc does not serve. */
+#define DRV_SERVED(rc, name, ...) \
+  ((rc) == CUDA_ERROR_NOT_SUPPORTED ? CA_PASS_DRV(CUDA_ERROR_NOT_SUPPORTED, name, __VA_ARGS__) : (rc))
 
 // ----------------------------------------------------------------------------
 // Allocation
@@ -27,7 +34,7 @@ static CUresult drv_malloc(CUdeviceptr *dptr, size_t size, ca_stream_t stream, v
 
 CA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
   CA_ENTER(CA_REAL_DRV(cuMemAlloc_v2, dptr, size));
-  return drv_malloc(dptr, size, NULL, CA_CALLER);
+  return DRV_SERVED(drv_malloc(dptr, size, NULL, CA_ALLOC_SYNC, CA_CALLER), cuMemAlloc_v2, dptr, size);
 }
 
 /* On a capturing stream the driver records a graph memory node instead. */
@@ -35,14 +42,16 @@ CA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream stre
   CA_ENTER(CA_REAL_DRV(cuMemAllocAsync, dptr, size, stream));
   if (ca_stream_capturing(stream))
     return CA_PASS_DRV(CUDA_ERROR_NOT_SUPPORTED, cuMemAllocAsync, dptr, size, stream);
-  return drv_malloc(dptr, size, stream, CA_CALLER);
+  return DRV_SERVED(drv_malloc(dptr, size, stream, CA_ALLOC_ASYNC, CA_CALLER), cuMemAllocAsync, dptr, size,
+                    stream);
 }
 
 CA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream stream) {
   CA_ENTER(CA_REAL_DRV(cuMemAllocAsync_ptsz, dptr, size, stream));
   if (ca_stream_capturing(ca_ptsz(stream)))
     return CA_PASS_DRV(CUDA_ERROR_NOT_SUPPORTED, cuMemAllocAsync_ptsz, dptr, size, stream);
-  return drv_malloc(dptr, size, ca_ptsz(stream), CA_CALLER);
+  return DRV_SERVED(drv_malloc(dptr, size, ca_ptsz(stream), CA_ALLOC_ASYNC, CA_CALLER), cuMemAllocAsync_ptsz,
+                    dptr, size, stream);
 }
 
 CA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
@@ -51,9 +60,9 @@ CA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w
   if (!pitch || !width || !height || (element_size != 4 && element_size != 8 && element_size != 16))
     return CUDA_ERROR_INVALID_VALUE;
   size_t p = ca_pitch_of(width);
-  CUresult rc = drv_malloc(dptr, ca_pitched_size(p, height, 1), NULL, CA_CALLER);
+  CUresult rc = drv_malloc(dptr, ca_pitched_size(p, height, 1), NULL, CA_ALLOC_SYNC, CA_CALLER);
   if (rc == CUDA_SUCCESS) *pitch = p;
-  return rc;
+  return DRV_SERVED(rc, cuMemAllocPitch_v2, dptr, pitch, width, height, element_size);
 }
 
 // ----------------------------------------------------------------------------

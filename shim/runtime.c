@@ -4,8 +4,11 @@
  * pointer is cudaErrorInvalidValue; size 0 succeeds with a NULL pointer;
  * cudaFree(NULL) succeeds; a double free or an interior pointer of a
  * cudalloc block is cudaErrorInvalidValue; a size nothing can hold is
- * cudaErrorMemoryAllocation. A pointer cudalloc did not allocate goes to
- * the real runtime, which answers with its own result.
+ * cudaErrorMemoryAllocation; a bad stream handle is
+ * cudaErrorInvalidResourceHandle. A pointer cudalloc did not allocate goes
+ * to the real runtime, which answers with its own result, and so does an
+ * allocation in a context cudalloc does not serve (a program's own
+ * cuCtxCreate current: the core answers CUDA_ERROR_NOT_SUPPORTED).
  */
 #include "shim.h"
 
@@ -14,40 +17,43 @@
 // Allocation
 // ----------------------------------------------------------------------------
 
+/* The core's answer; CUDA_ERROR_NOT_SUPPORTED (a context cudalloc does not
+ * serve) sends the call to the real runtime. */
+#define RT_SERVED(rc, name, ...) \
+  ((rc) == CUDA_ERROR_NOT_SUPPORTED ? CA_PASS_RT(cudaErrorNotSupported, name, __VA_ARGS__) : ca_rt_result(rc))
+
 CA_EXPORT cudaError_t cudaMalloc(void **ptr, size_t size) {
   CA_ENTER(CA_REAL_RT(cudaMalloc, ptr, size));
   if (!ptr) return ca_rt_error(cudaErrorInvalidValue);
-  return ca_rt_result(ca_malloc(ptr, size, NULL, CA_CALLER));
+  return RT_SERVED(ca_malloc(ptr, size, NULL, CA_ALLOC_SYNC, CA_CALLER), cudaMalloc, ptr, size);
 }
 
 /* Stream-ordered allocation; on a capturing stream the driver records a
  * graph memory node instead. */
-static cudaError_t malloc_async(void **ptr, size_t size, cudaStream_t stream, void *caller) {
-  if (!ptr) return ca_rt_error(cudaErrorInvalidValue);
-  return ca_rt_result(ca_malloc(ptr, size, stream, caller));
-}
-
 CA_EXPORT cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream) {
   CA_ENTER(CA_REAL_RT(cudaMallocAsync, ptr, size, stream));
   if (ca_stream_capturing(stream))
     return CA_PASS_RT(cudaErrorStreamCaptureUnsupported, cudaMallocAsync, ptr, size, stream);
-  return malloc_async(ptr, size, stream, CA_CALLER);
+  if (!ptr) return ca_rt_error(cudaErrorInvalidValue);
+  return RT_SERVED(ca_malloc(ptr, size, stream, CA_ALLOC_ASYNC, CA_CALLER), cudaMallocAsync, ptr, size, stream);
 }
 
 CA_EXPORT cudaError_t cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream) {
   CA_ENTER(CA_REAL_RT(cudaMallocAsync_ptsz, ptr, size, stream));
   if (ca_stream_capturing(ca_ptsz(stream)))
     return CA_PASS_RT(cudaErrorStreamCaptureUnsupported, cudaMallocAsync_ptsz, ptr, size, stream);
-  return malloc_async(ptr, size, ca_ptsz(stream), CA_CALLER);
+  if (!ptr) return ca_rt_error(cudaErrorInvalidValue);
+  return RT_SERVED(ca_malloc(ptr, size, ca_ptsz(stream), CA_ALLOC_ASYNC, CA_CALLER), cudaMallocAsync_ptsz, ptr,
+                   size, stream);
 }
 
 CA_EXPORT cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height) {
   CA_ENTER(CA_REAL_RT(cudaMallocPitch, ptr, pitch, width, height));
   if (!ptr || !pitch) return ca_rt_error(cudaErrorInvalidValue);
   size_t p = ca_pitch_of(width);
-  cudaError_t err = ca_rt_result(ca_malloc(ptr, ca_pitched_size(p, height, 1), NULL, CA_CALLER));
-  if (err == cudaSuccess) *pitch = p;
-  return err;
+  CUresult rc = ca_malloc(ptr, ca_pitched_size(p, height, 1), NULL, CA_ALLOC_SYNC, CA_CALLER);
+  if (rc == CUDA_SUCCESS) *pitch = p;
+  return RT_SERVED(rc, cudaMallocPitch, ptr, pitch, width, height);
 }
 
 CA_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *out, struct cudaExtent extent) {
@@ -55,8 +61,9 @@ CA_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *out, struct cudaExtent
   if (!out) return ca_rt_error(cudaErrorInvalidValue);
   size_t p = ca_pitch_of(extent.width);
   void *ptr = NULL;
-  cudaError_t err = ca_rt_result(
-      ca_malloc(&ptr, ca_pitched_size(p, extent.height, extent.depth), NULL, CA_CALLER));
+  CUresult rc = ca_malloc(&ptr, ca_pitched_size(p, extent.height, extent.depth), NULL, CA_ALLOC_SYNC, CA_CALLER);
+  if (rc == CUDA_ERROR_NOT_SUPPORTED) return RT_SERVED(rc, cudaMalloc3D, out, extent);
+  cudaError_t err = ca_rt_result(rc);
   if (err == cudaSuccess)
     *out = (struct cudaPitchedPtr){.ptr = ptr, .pitch = p, .xsize = extent.width, .ysize = extent.height};
   return err;

@@ -16,7 +16,7 @@
 CA_EXPORT void *cudalloc_torch_malloc(ssize_t size, int device, cudaStream_t stream) {
   void *ptr = NULL;
   if (size < 0 || !ca_shim_start()) return NULL;
-  if (ca_malloc_on(device, &ptr, (size_t)size, stream, CA_CALLER) != CUDA_SUCCESS) ptr = NULL;
+  if (ca_malloc_on(device, &ptr, (size_t)size, stream, CA_ALLOC_ASYNC, CA_CALLER) != CUDA_SUCCESS) ptr = NULL;
   return ptr;
 }
 

@@ -148,6 +148,8 @@ static void assert_every_entry_refuses(void) {
   cr_assert_eq(be->stream_sync(CA_STREAM_PER_THREAD), E);
   cr_assert_eq(be->device_sync(0), E);
   cr_assert_eq(be->is_capturing(NULL, &cap), E);
+  cr_assert_eq(be->stream_device(NULL, &dev), E);
+  cr_assert_eq(be->stream_device((ca_stream_t)0x10, &dev), E);
   cr_assert(n == -7 && dev == -7 && cap == -7 && fr == 7 && tot == 7 && va == 7 && h == 7);
   cr_assert_eq(ev, (ca_event_t)0x7);
   cr_assert_eq(props.name[0], 0x5a);
@@ -513,4 +515,109 @@ Test(cuda_fake, no_push_when_the_context_is_current) {
   cr_assert_eq(be->unmap(va, gpu.gran), 0);
   cr_assert_eq(be->release(h), 0);
   cr_assert_eq(be->va_free(va, gpu.gran), 0);
+}
+
+// ----------------------------------------------------------------------------
+// Contexts and streams (the fake enforces the driver's rules on them)
+// ----------------------------------------------------------------------------
+
+typedef CUresult (*stream_create_fn)(CUstream *, unsigned);
+typedef CUresult (*stream_destroy_fn)(CUstream);
+typedef CUresult (*ctx_create_fn)(CUcontext *, unsigned, CUdevice);
+typedef CUresult (*ctx_destroy_fn)(CUcontext);
+
+static void *fake_sym(const char *name) {
+  void *fn = dlsym(fake_lib, name);
+  cr_assert_not_null(fn, "the fake driver has no %s", name);
+  return fn;
+}
+
+/* A stream made with the driver while dev's primary context is current. */
+static CUstream fake_stream_on(int dev) {
+  CUstream s;
+  cr_assert_eq(be->set_device(dev), 0);
+  cr_assert_eq(((stream_create_fn)fake_sym("cuStreamCreate"))(&s, CU_STREAM_NON_BLOCKING), 0);
+  return s;
+}
+
+/* Before the fix the event was recorded on the current context's legacy
+ * stream (device 0's), which the driver refuses for an event of device 1:
+ * "event_record returned 400" (CUDA_ERROR_INVALID_HANDLE). */
+Test(cuda_fake, an_event_records_in_its_own_devices_context) {
+  load_fake();
+  start_driver("fake-driver");
+  ca_event_t ev;
+  cr_assert_eq(be->set_device(0), 0);
+  cr_assert_eq(be->event_create(1, &ev), 0);
+  CUresult rc = be->event_record(ev, CA_STREAM_LEGACY);
+  cr_assert_eq(rc, 0, "event_record returned %d", rc);
+  cr_assert_eq(be->event_record(ev, CA_STREAM_PER_THREAD), 0);
+  cr_assert_eq(be->event_record(ev, fake_stream_on(1)), 0);
+  cr_assert_eq(be->set_device(0), 0);
+  cr_assert_eq(be->event_record(ev, fake_stream_on(0)), CUDA_ERROR_INVALID_HANDLE,
+               "a stream of another device is refused, as backend.h says");
+  cr_assert_eq(be->event_destroy(ev), 0);
+}
+
+/* The fake itself: what the backend must get right, it refuses. */
+Test(cuda_fake, the_fake_enforces_context_rules) {
+  load_fake();
+  start_driver("fake-driver");
+  CUresult (*record)(CUevent, CUstream) = (CUresult (*)(CUevent, CUstream))fake_sym("cuEventRecord");
+  CUresult (*create)(CUevent *, unsigned) = (CUresult (*)(CUevent *, unsigned))fake_sym("cuEventCreate");
+  CUresult (*destroy)(CUevent) = (CUresult (*)(CUevent))fake_sym("cuEventDestroy_v2");
+  CUevent e;
+  CUstream s1 = fake_stream_on(1);
+  cr_assert_eq(be->set_device(0), 0);
+  cr_assert_eq(create(&e, CU_EVENT_DISABLE_TIMING), 0);
+  cr_assert_eq(record(e, s1), CUDA_ERROR_INVALID_HANDLE, "event and stream of different contexts");
+  cr_assert_eq(record(e, (CUstream)0xdead0000), CUDA_ERROR_INVALID_HANDLE, "a made-up stream");
+  cr_assert_eq(record((CUevent)0xdead0000, NULL), CUDA_ERROR_INVALID_HANDLE, "a made-up event");
+  ((CUresult (*)(CUcontext))fake_sym("cuCtxSetCurrent"))(NULL);
+  cr_assert_eq(record(e, CU_STREAM_LEGACY), CUDA_ERROR_INVALID_CONTEXT, "the legacy stream without a context");
+  cr_assert_eq(record(e, CU_STREAM_PER_THREAD), CUDA_ERROR_INVALID_CONTEXT);
+  cr_assert_eq(destroy(e), 0);
+  cr_assert_eq(destroy(e), CUDA_ERROR_INVALID_HANDLE, "a destroyed event");
+}
+
+Test(cuda_fake, stream_device_names_the_streams_device_and_refuses_bad_handles) {
+  load_fake();
+  start_driver("fake-driver");
+  CUstream s1 = fake_stream_on(1);
+  cr_assert_eq(be->set_device(0), 0);
+  int dev = -1;
+  cr_assert_eq(be->stream_device(s1, &dev), 0);
+  cr_assert_eq(dev, 1, "a stream of device 1 while device 0 is current");
+  cr_assert_eq(be->stream_device(CA_STREAM_LEGACY, &dev), 0);
+  cr_assert_eq(dev, 0, "the default streams are the current device's");
+  cr_assert_eq(be->stream_device(CA_STREAM_PER_THREAD, &dev), 0);
+  cr_assert_eq(dev, 0);
+  cr_assert_eq(((stream_destroy_fn)fake_sym("cuStreamDestroy_v2"))(s1), 0);
+  dev = -7;
+  cr_assert_eq(be->stream_device(s1, &dev), CUDA_ERROR_INVALID_HANDLE, "a destroyed stream");
+  cr_assert_eq(be->stream_device((ca_stream_t)0xdead0000, &dev), CUDA_ERROR_INVALID_HANDLE, "a made-up handle");
+  cr_assert_eq(dev, -7, "no device was written for a bad handle");
+}
+
+/* A context of the program's own is passed through, not served: the core
+ * would record its fences in the device's primary context, which does not
+ * order that context's work. */
+Test(cuda_fake, a_programs_own_context_is_not_served) {
+  load_fake();
+  start_driver("fake-driver");
+  CUcontext mine;
+  CUstream s;
+  int dev;
+  cr_assert_eq(((ctx_create_fn)fake_sym("cuCtxCreate_v2"))(&mine, 0, 0), 0);
+  cr_assert_eq(be->stream_device(CA_STREAM_LEGACY, &dev), CUDA_ERROR_NOT_SUPPORTED, "its default streams");
+  cr_assert_eq(((stream_create_fn)fake_sym("cuStreamCreate"))(&s, 0), 0);
+  cr_assert_eq(be->stream_device(s, &dev), CUDA_ERROR_NOT_SUPPORTED, "its streams");
+  cr_assert_eq(be->get_device(&dev), 0, "get_device still answers");
+  cr_assert_eq(dev, 0);
+  ca_event_t ev;
+  cr_assert_eq(be->event_create(0, &ev), 0, "the backend's own work runs in the primary context");
+  cr_assert_eq(be->event_record(ev, CA_STREAM_LEGACY), 0);
+  cr_assert_eq(be->event_destroy(ev), 0);
+  cr_assert_eq(((ctx_destroy_fn)fake_sym("cuCtxDestroy_v2"))(mine), 0);
+  cr_assert_eq(be->stream_device(CA_STREAM_LEGACY, &dev), 0, "without it, the primary context is served");
 }

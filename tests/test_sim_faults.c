@@ -182,6 +182,7 @@ Test(sim_faults, each_op_fails_with_its_own_error) {
       [CA_OP_stream_sync] = be->stream_sync(NULL),
       [CA_OP_device_sync] = be->device_sync(0),
       [CA_OP_is_capturing] = be->is_capturing(NULL, &c),
+      [CA_OP_stream_device] = be->stream_device(NULL, &n),
   };
   for (int op = 0; op < CA_OP_COUNT; op++) {
     cr_assert_eq(got[op], injected(op), "%s returned %d, not its injected %d",

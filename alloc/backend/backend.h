@@ -22,10 +22,18 @@
  *   that a core which relies on the deferral is caught). Each of these
  *   mistakes returns CUDA_ERROR_INVALID_VALUE otherwise.
  * - Streams are the driver's handles: NULL and (void *)0x1 name the legacy
- *   default stream, (void *)0x2 the per-thread default stream. An unknown
+ *   default stream, (void *)0x2 the per-thread default stream, of the
+ *   calling thread's current device, except in event_record, where they
+ *   name those of the event's device. An unknown, destroyed or garbage
  *   stream or event, or an event used with a stream of another device,
  *   returns CUDA_ERROR_INVALID_HANDLE; a bad device ordinal,
  *   CUDA_ERROR_INVALID_DEVICE.
+ * - Contexts: a backend serves each device in one context (on CUDA the
+ *   device's primary context, the runtime API's). A calling thread whose
+ *   current context is another one (a program's own cuCtxCreate), or a
+ *   stream of such a context, is not served: get_device still answers, but
+ *   stream_device returns CUDA_ERROR_NOT_SUPPORTED, and the core then leaves
+ *   the call to the real allocator.
  * - Event queries return 0 when complete and CUDA_ERROR_NOT_READY otherwise.
  */
 #ifndef CUDALLOC_BACKEND_H
@@ -54,7 +62,7 @@ typedef struct ca_device_props_s {
   X(init) X(device_count) X(get_device) X(set_device) X(device_props) X(mem_info) \
   X(reserve) X(va_free) X(create) X(release) X(map) X(unmap) X(set_access)       \
   X(event_create) X(event_record) X(event_query) X(event_sync) X(event_destroy)  \
-  X(stream_sync) X(device_sync) X(is_capturing)
+  X(stream_sync) X(device_sync) X(is_capturing) X(stream_device)
 
 typedef enum ca_backend_op_e {
 #define CA_OP_ENUM(op) CA_OP_##op,
@@ -132,6 +140,9 @@ typedef struct ca_backend_s {
   /* -- ordering --------------------------------------------------------------- */
   /* Events are created on dev, without timing. */
   CUresult (*event_create)(int dev, ca_event_t *event);
+  /* Records on stream in the event's device's context, whatever context
+   * the calling thread has current (or none): the default stream handles
+   * name that device's default streams. */
   CUresult (*event_record)(ca_event_t event, ca_stream_t stream);
   CUresult (*event_query)(ca_event_t event);
   CUresult (*event_sync)(ca_event_t event);
@@ -141,6 +152,12 @@ typedef struct ca_backend_s {
   /* *capturing = 1 while the stream is being captured into a graph, also
    * when a global-mode capture elsewhere makes using it illegal. */
   CUresult (*is_capturing)(ca_stream_t stream, int *capturing);
+  /* The device stream belongs to; the default stream handles: the calling
+   * thread's current device. CUDA_ERROR_INVALID_HANDLE for an unknown,
+   * destroyed or garbage handle; CUDA_ERROR_NOT_SUPPORTED for a stream (or,
+   * with a default handle, a current context) of a context the backend does
+   * not serve. Cheap: the core asks on every stream-ordered call. */
+  CUresult (*stream_device)(ca_stream_t stream, int *dev);
 } ca_backend_t;
 
 extern const ca_backend_t ca_backend_sim;

@@ -8,10 +8,16 @@
  * entry points (_v2 and so on) are the ones a CUDA 12 program would get.
  *
  * Contexts: every device operation runs in the device's primary context (the
- * one the runtime API uses). It is pushed only when it is not already
- * current, so the common case costs one cuCtxGetCurrent. Physical handles,
- * reservations and events are the driver's; this file keeps no record of
- * them, only the retained primary contexts and the granularities.
+ * one the runtime API uses), events included: an event is recorded with its
+ * device's primary context current, so that the default stream handles name
+ * that device's streams whatever the calling thread has current. The
+ * context is pushed only when it is not already current, so the common case
+ * costs one cuCtxGetCurrent. A program's own contexts (cuCtxCreate) are not
+ * served: stream_device answers CUDA_ERROR_NOT_SUPPORTED for them, and the
+ * allocations go to the real allocator (finding that out retains the
+ * device's primary context once). Physical handles and reservations are
+ * the driver's; this file keeps no record of them, only the retained
+ * primary contexts, the granularities, and each event's device.
  */
 #include "backend.h"
 #include "log.h"
@@ -21,6 +27,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CUDA_ABI_VERSION 12000   /* the ABI every entry point is resolved at */
@@ -60,7 +67,8 @@
   X(event_sync, "cuEventSynchronize", PFN_cuEventSynchronize_v2000)            \
   X(event_destroy, "cuEventDestroy", PFN_cuEventDestroy_v4000)                 \
   X(stream_sync, "cuStreamSynchronize", PFN_cuStreamSynchronize_v2000)         \
-  X(stream_is_capturing, "cuStreamIsCapturing", PFN_cuStreamIsCapturing_v10000)
+  X(stream_is_capturing, "cuStreamIsCapturing", PFN_cuStreamIsCapturing_v10000) \
+  X(stream_get_ctx, "cuStreamGetCtx", PFN_cuStreamGetCtx_v9020)
 
 typedef struct driver_s {
 #define DRIVER_FIELD(field, sym, type) type field;
@@ -272,6 +280,16 @@ static CUresult cuda_set_device(int dev) {
   return rc != CUDA_SUCCESS ? rc : drv.ctx_set_current(ctx);
 }
 
+/* The device of the current context, which must exist. */
+static CUresult current_ctx_device(int *dev) {
+  CUdevice d;
+  CUresult rc = drv.ctx_get_device(&d);
+  if (rc != CUDA_SUCCESS) return rc;
+  for (int i = 0; i < g.count; i++)
+    if (g.dev[i] == d) { *dev = i; return CUDA_SUCCESS; }
+  return CUDA_ERROR_INVALID_DEVICE;   /* a device beyond MAX_DEVICES */
+}
+
 /* The current context's device; a thread with no context gets device 0's
  * primary context, as the runtime API does on first use. */
 static CUresult cuda_get_device(int *dev) {
@@ -284,12 +302,7 @@ static CUresult cuda_get_device(int *dev) {
     if (rc == CUDA_SUCCESS) *dev = 0;
     return rc;
   }
-  CUdevice d;
-  rc = drv.ctx_get_device(&d);
-  if (rc != CUDA_SUCCESS) return rc;
-  for (int i = 0; i < g.count; i++)
-    if (g.dev[i] == d) { *dev = i; return CUDA_SUCCESS; }
-  return CUDA_ERROR_INVALID_DEVICE;   /* a device beyond MAX_DEVICES */
+  return current_ctx_device(dev);
 }
 
 static CUmemAllocationProp pinned_prop(int dev) {
@@ -399,39 +412,70 @@ static CUresult cuda_set_access(int dev, uintptr_t va, size_t size) {
 // Ordering
 // ----------------------------------------------------------------------------
 
+/* An event and its device, whose context it is recorded in. */
+typedef struct cuda_event_s {
+  CUevent ev;
+  int dev;
+} cuda_event_t;
+
+static CUevent ev_of(ca_event_t event) { return ((cuda_event_t *)event)->ev; }
+
 static CUresult cuda_event_create(int dev, ca_event_t *event) {
   bool pushed;
-  CUevent ev = NULL;
+  cuda_event_t *e = malloc(sizeof *e);
+  if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+  e->dev = dev;
   CUresult rc = ctx_enter(dev, &pushed);
-  if (rc == CUDA_SUCCESS) rc = drv.event_create(&ev, CU_EVENT_DISABLE_TIMING);
+  if (rc == CUDA_SUCCESS) rc = drv.event_create(&e->ev, CU_EVENT_DISABLE_TIMING);
   ctx_leave(pushed);
-  if (rc == CUDA_SUCCESS) *event = (ca_event_t)ev;
+  if (rc == CUDA_SUCCESS) *event = (ca_event_t)e;
+  else free(e);
   return rc;
 }
 
+/* In the event's context: the default handles are its device's streams,
+ * and a thread with no context (or another one) current still records. */
 static CUresult cuda_event_record(ca_event_t event, ca_stream_t stream) {
+  bool pushed;
   if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
-  return drv.event_record((CUevent)event, (CUstream)stream);
+  CUresult rc = ctx_enter(((cuda_event_t *)event)->dev, &pushed);
+  if (rc == CUDA_SUCCESS) rc = drv.event_record(ev_of(event), (CUstream)stream);
+  ctx_leave(pushed);
+  return rc;
 }
 
 static CUresult cuda_event_query(ca_event_t event) {
   if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
-  return drv.event_query((CUevent)event);
+  return drv.event_query(ev_of(event));
 }
 
 static CUresult cuda_event_sync(ca_event_t event) {
   if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
-  return drv.event_sync((CUevent)event);
+  return drv.event_sync(ev_of(event));
 }
 
 static CUresult cuda_event_destroy(ca_event_t event) {
   if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
-  return drv.event_destroy((CUevent)event);
+  CUresult rc = drv.event_destroy(ev_of(event));
+  free(event);
+  return rc;
+}
+
+static bool default_stream(ca_stream_t stream) {
+  return stream == NULL || stream == CA_STREAM_LEGACY || stream == CA_STREAM_PER_THREAD;
+}
+
+/* The default streams are the current context's: a thread without one
+ * gets device 0's primary context first, as the runtime API does. */
+static CUresult ensure_context(ca_stream_t stream) {
+  int dev;
+  return default_stream(stream) ? cuda_get_device(&dev) : CUDA_SUCCESS;
 }
 
 static CUresult cuda_stream_sync(ca_stream_t stream) {
   if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
-  return drv.stream_sync((CUstream)stream);
+  CUresult rc = ensure_context(stream);
+  return rc != CUDA_SUCCESS ? rc : drv.stream_sync((CUstream)stream);
 }
 
 static CUresult cuda_device_sync(int dev) {
@@ -442,13 +486,64 @@ static CUresult cuda_device_sync(int dev) {
   return rc;
 }
 
+/* The device whose retained primary context ctx is, without a driver call;
+ * -1 when none is. */
+static int retained_primary_of(CUcontext ctx) {
+  for (int i = 0; i < g.count; i++)
+    if (__atomic_load_n(&g.ctx[i], __ATOMIC_ACQUIRE) == ctx) return i;
+  return -1;
+}
+
+/* The device of a context that is not current, asked with it pushed. */
+static CUresult device_of_other_ctx(CUcontext ctx, int *dev) {
+  CUcontext popped;
+  CUresult rc = drv.ctx_push(ctx);
+  if (rc != CUDA_SUCCESS) return rc;
+  rc = current_ctx_device(dev);
+  drv.ctx_pop(&popped);
+  return rc;
+}
+
+/* NOT_SUPPORTED unless ctx is dev's primary context. */
+static CUresult served(CUcontext ctx, int dev) {
+  CUcontext primary;
+  CUresult rc = primary_ctx(dev, &primary);
+  return rc == CUDA_SUCCESS && primary != ctx ? CUDA_ERROR_NOT_SUPPORTED : rc;
+}
+
+/* The default streams: the current context's device (device 0's primary
+ * context for a thread that has none, as the runtime API does). */
+static CUresult default_stream_device(int *dev) {
+  CUcontext cur = NULL;
+  CUresult rc = drv.ctx_get_current(&cur);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (!cur) return cuda_get_device(dev);
+  rc = current_ctx_device(dev);
+  return rc != CUDA_SUCCESS ? rc : served(cur, *dev);
+}
+
+static CUresult cuda_stream_device(ca_stream_t stream, int *dev) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (default_stream(stream)) return default_stream_device(dev);
+  CUcontext ctx = NULL, cur = NULL;
+  CUresult rc = drv.stream_get_ctx((CUstream)stream, &ctx);
+  /* A destroyed stream's context may be reported gone: still a bad handle. */
+  if (rc == CUDA_ERROR_INVALID_CONTEXT || rc == CUDA_ERROR_CONTEXT_IS_DESTROYED) return CUDA_ERROR_INVALID_HANDLE;
+  if (rc != CUDA_SUCCESS) return rc;
+  if ((*dev = retained_primary_of(ctx)) >= 0) return CUDA_SUCCESS;   /* the common case */
+  rc = drv.ctx_get_current(&cur);
+  if (rc == CUDA_SUCCESS) rc = cur == ctx ? current_ctx_device(dev) : device_of_other_ctx(ctx, dev);
+  return rc != CUDA_SUCCESS ? rc : served(ctx, *dev);
+}
+
 /* A legacy-stream query while another stream captures in global mode
  * answers CUDA_ERROR_STREAM_CAPTURE_IMPLICIT: synchronizing would break that
  * capture, so it counts as capturing. An invalidated capture counts too. */
 static CUresult cuda_is_capturing(ca_stream_t stream, int *capturing) {
   if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  CUresult rc = drv.stream_is_capturing((CUstream)stream, &status);
+  CUresult rc = ensure_context(stream);
+  if (rc == CUDA_SUCCESS) rc = drv.stream_is_capturing((CUstream)stream, &status);
   if (rc == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) {
     *capturing = 1;
     return CUDA_SUCCESS;
@@ -485,4 +580,5 @@ const ca_backend_t ca_backend_cuda = {
     .stream_sync = cuda_stream_sync,
     .device_sync = cuda_device_sync,
     .is_capturing = cuda_is_capturing,
+    .stream_device = cuda_stream_device,
 };

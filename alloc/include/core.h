@@ -24,11 +24,25 @@ bool ca_backend_is_simulated(void);
 /* The calling thread's current device; 0 when it has none. */
 int ca_device_current(void);
 
-/* Allocation on the calling thread's current device. caller is the call
- * site recorded for leak reports (a return address, or NULL). */
-CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, void *caller);
-/* The same on device dev (-1: the current device). */
-CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, void *caller);
+/* How an allocation is ordered. A stream-ordered one (cudaMallocAsync) is
+ * used on its stream, which may reuse at once what it freed itself. One
+ * that is not (cudaMalloc, cuMemAlloc, pitch, 3D) may be used by any stream
+ * at once, non-blocking ones included: it takes only memory whose device
+ * work has completed, and its stream is ignored. */
+typedef enum { CA_ALLOC_SYNC, CA_ALLOC_ASYNC } ca_alloc_kind_t;
+
+/* Allocation on the stream's device (the current device for the default
+ * streams and for CA_ALLOC_SYNC). caller is the call site recorded for leak
+ * reports (a return address, or NULL). A stream-ordered call on a stream
+ * that is unknown, destroyed or garbage returns CUDA_ERROR_INVALID_HANDLE
+ * and changes nothing. CUDA_ERROR_NOT_SUPPORTED: the calling thread's
+ * context (or the stream's) is not one cudalloc serves (a program's own
+ * cuCtxCreate, backend.h): the shim hands the call to the real allocator. */
+CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind, void *caller);
+/* The same on device dev (-1: as ca_malloc); a stream of another device
+ * is CUDA_ERROR_INVALID_HANDLE. */
+CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind,
+                      void *caller);
 
 /* Frees ptr, freed in the order of stream: reusable at once on stream,
  * elsewhere when the stream's earlier work has completed.
@@ -36,11 +50,14 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, void
  * every range cudalloc manages (the shim then hands it to the real free),
  * and CUDA_ERROR_INVALID_VALUE, with one line on stderr, for a pointer
  * inside cudalloc's memory that is not a live block (double free, interior
- * pointer). NULL is a successful no-op. */
+ * pointer). NULL is a successful no-op. A stream that is unknown,
+ * destroyed, garbage or of another device than the block is
+ * CUDA_ERROR_INVALID_HANDLE, and the block stays the program's. */
 CUresult ca_free(void *ptr, ca_stream_t stream);
 /* Frees ptr with cudaFree's promise: reusable only when all device work
  * issued before the call has completed (free_mode:stream relaxes this to
- * the block's allocation stream). */
+ * the block's allocation stream and thread, or the device's epoch when
+ * that stream is gone). */
 CUresult ca_free_sync(void *ptr);
 
 /* true when ptr lies inside an address range cudalloc manages. */
@@ -49,9 +66,13 @@ bool ca_owns(const void *ptr);
 CUresult ca_address_range(const void *ptr, void **base, size_t *size);
 
 /* Streams the program created, so that cudaFree's fence covers them.
- * Non-blocking streams (and per-thread default streams) are fenced with an
- * event of their own; blocking ones through the legacy default stream. */
-void ca_stream_created(ca_stream_t stream, bool nonblocking);
+ * Non-blocking streams are fenced with an event of their own, on their
+ * device; blocking ones through the legacy default stream. A stream whose
+ * device cannot be learned now is not forgotten: every later fence tries
+ * again, and synchronizes the device until it succeeds. Returns
+ * CUDA_ERROR_INVALID_HANDLE for a handle that names no stream. */
+CUresult ca_stream_created(ca_stream_t stream, bool nonblocking);
+/* Before the stream's handle becomes invalid. */
 void ca_stream_destroyed(ca_stream_t stream);
 
 /* Graph capture begins or ends on some stream: while any capture is

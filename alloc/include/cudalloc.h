@@ -53,18 +53,35 @@ CUDALLOC_API void cudalloc_shutdown(void);
 // Allocation
 // ----------------------------------------------------------------------------
 
-/* Stream-ordered allocation on the current device. size 0 succeeds and
- * returns a pointer that may be freed. */
+/* Stream-ordered allocation on the stream's device (the current device for
+ * the default streams). size 0 succeeds and returns a pointer that may be
+ * freed. A stream handle that is unknown, destroyed or garbage gets
+ * cudaErrorInvalidResourceHandle and changes nothing. */
 CUDALLOC_API cudaError_t cudalloc_malloc(void **ptr, size_t size, cudaStream_t stream);
 
 /* Stream-ordered free: the block is reusable at once by allocations on
  * `stream`, and on other streams once the work queued on `stream` before
- * the free has completed. */
+ * the free has completed. A bad stream handle, or one of another device
+ * than the block's, gets cudaErrorInvalidResourceHandle: nothing is freed. */
 CUDALLOC_API cudaError_t cudalloc_free(void *ptr, cudaStream_t stream);
 
-/* cudaFree's promise: the block is not handed out again until all device
- * work issued before this call has completed. Does not block the caller. */
+/* cudaFree's promise: the block is not handed out again until the device
+ * work issued before this call has completed. Does not block the caller.
+ * "All work" is what cudalloc can see: the legacy default stream (which
+ * orders every blocking stream and per-thread default stream of the
+ * device) and the non-blocking streams it knows. Under the preload it
+ * learns of every stream created; a program linked with cudalloc must
+ * register its non-blocking streams (cudalloc_stream_register below), or
+ * the work on them is NOT waited for. */
 CUDALLOC_API cudaError_t cudalloc_free_sync(void *ptr);
+
+/* Tells cudalloc of a stream the program created (flags as given to
+ * cudaStreamCreateWithFlags), so that cudalloc_free_sync waits for its work
+ * too; needed for cudaStreamNonBlocking streams, harmless for others.
+ * Unregister it before destroying it. cudaErrorInvalidResourceHandle for a
+ * handle that names no stream. Registering twice is registering once. */
+CUDALLOC_API cudaError_t cudalloc_stream_register(cudaStream_t stream, unsigned int flags);
+CUDALLOC_API cudaError_t cudalloc_stream_unregister(cudaStream_t stream);
 
 /* Gives every cached (unallocated) physical page back to the backend. */
 CUDALLOC_API cudaError_t cudalloc_empty_cache(void);

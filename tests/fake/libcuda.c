@@ -6,7 +6,13 @@
  *   on them: nothing works before cuInit, contexts are per thread with a
  *   push/pop stack, memory calls need a current context, sizes and offsets
  *   must be granularity multiples, maps may not overlap, an unmap covers
- *   whole maps, a mapped handle's release is deferred.
+ *   whole maps, a mapped handle's release is deferred. Streams and events
+ *   belong to the context current when they were made: an event recorded
+ *   on a stream of another context is CUDA_ERROR_INVALID_HANDLE, the legacy
+ *   or per-thread stream with no current context CUDA_ERROR_INVALID_CONTEXT,
+ *   and a destroyed or made-up stream or event handle
+ *   CUDA_ERROR_INVALID_HANDLE (never followed). cuCtxCreate makes contexts
+ *   that are not primary ones.
  * - tests/test_shim.c runs tests/progs/drvapi.c and dlsym_old.c under the
  *   preload, which open it and look entry points up through dlsym and
  *   cuGetProcAddress. For them it exports every entry point under the
@@ -39,6 +45,7 @@
 #define TOTAL (8ull << 30)
 #define NDEV 2
 #define MAXOBJ 256
+#define MAXCTX 16
 #define FAKE_PTR ((CUdeviceptr)0xfa4e0000ull)
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -46,7 +53,13 @@ static int initialized;
 static unsigned long calls;              /* every entry point call, for the tests */
 static int pushes;                       /* cuCtxPushCurrent calls */
 static int retains[NDEV];
-static char primary[NDEV];               /* the primary contexts are &primary[dev] */
+
+/* Contexts: [0, NDEV) are the devices' primary ones, the rest cuCtxCreate's. */
+typedef struct { int dev; int live; } ctx_t;
+static ctx_t ctxs[MAXCTX] = {{0, 1}, {1, 1}};
+/* Streams and events: the context they belong to; ctx NULL when free. */
+typedef struct { CUcontext ctx; } owned_t;
+static owned_t streams[MAXOBJ], events[MAXOBJ];
 static __thread CUcontext current;
 static __thread CUcontext pushed[16];
 static __thread int depth;
@@ -65,6 +78,63 @@ static CUdeviceptr next_va = 1ull << 44;
   __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);                \
   if (!__atomic_load_n(&initialized, __ATOMIC_ACQUIRE)) return CUDA_ERROR_NOT_INITIALIZED
 #define NEED_CTX() if (!current) return CUDA_ERROR_INVALID_CONTEXT
+
+/* p names a live entry of table[n] (never followed otherwise). */
+static int slot_of(const void *p, const void *table, size_t each, int n) {
+  uintptr_t off = (uintptr_t)p - (uintptr_t)table;
+  if ((uintptr_t)p < (uintptr_t)table || off % each || off / each >= (uintptr_t)n) return -1;
+  return (int)(off / each);
+}
+
+static ctx_t *ctx_of(CUcontext c) {
+  int i = slot_of(c, ctxs, sizeof ctxs[0], MAXCTX);
+  return i >= 0 && ctxs[i].live ? &ctxs[i] : NULL;
+}
+
+static owned_t *owned(owned_t *table, const void *handle) {
+  int i = slot_of(handle, table, sizeof table[0], MAXOBJ);
+  return i >= 0 && table[i].ctx ? &table[i] : NULL;
+}
+
+static int default_stream(CUstream s) {
+  return s == NULL || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+/* The context of a stream: the default ones are the current context's. */
+static CUresult stream_ctx(CUstream s, CUcontext *ctx) {
+  if (default_stream(s)) {
+    *ctx = current;
+    return current ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+  }
+  pthread_mutex_lock(&lock);
+  owned_t *o = owned(streams, s);
+  *ctx = o ? o->ctx : NULL;
+  pthread_mutex_unlock(&lock);
+  return o ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* A new stream or event of the current context. */
+static CUresult make_owned(owned_t *table, void **handle) {
+  CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < MAXOBJ; i++)
+    if (!table[i].ctx) {
+      table[i].ctx = current;
+      *handle = &table[i];
+      rc = CUDA_SUCCESS;
+      break;
+    }
+  pthread_mutex_unlock(&lock);
+  return rc;
+}
+
+static CUresult drop_owned(owned_t *table, void *handle) {
+  pthread_mutex_lock(&lock);
+  owned_t *o = owned(table, handle);
+  if (o) o->ctx = NULL;
+  pthread_mutex_unlock(&lock);
+  return o ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
 
 // ----------------------------------------------------------------------------
 // Devices and contexts
@@ -105,15 +175,22 @@ API CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice d) {
   ENTER();
   if (d < 0 || d >= NDEV) return CUDA_ERROR_INVALID_DEVICE;
   __atomic_add_fetch(&retains[d], 1, __ATOMIC_RELAXED);
-  *ctx = (CUcontext)&primary[d];
+  *ctx = (CUcontext)&ctxs[d];
   return CUDA_SUCCESS;
 }
 
 API CUresult cuCtxGetCurrent(CUcontext *ctx) { ENTER(); *ctx = current; return CUDA_SUCCESS; }
-API CUresult cuCtxSetCurrent(CUcontext ctx) { ENTER(); current = ctx; return CUDA_SUCCESS; }
+
+API CUresult cuCtxSetCurrent(CUcontext ctx) {
+  ENTER();
+  if (ctx && !ctx_of(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
+  current = ctx;
+  return CUDA_SUCCESS;
+}
 
 API CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
   ENTER();
+  if (!ctx_of(ctx)) return CUDA_ERROR_INVALID_CONTEXT;
   if (depth == 16) return CUDA_ERROR_OUT_OF_MEMORY;
   __atomic_add_fetch(&pushes, 1, __ATOMIC_RELAXED);
   pushed[depth++] = current;
@@ -132,7 +209,33 @@ API CUresult cuCtxPopCurrent_v2(CUcontext *ctx) {
 API CUresult cuCtxGetDevice(CUdevice *d) {
   ENTER();
   NEED_CTX();
-  *d = (CUdevice)((char *)current - primary);
+  *d = (CUdevice)ctx_of(current)->dev;
+  return CUDA_SUCCESS;
+}
+
+/* A context of the program's own, made current (pushed) as the driver does. */
+API CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned flags, CUdevice d) {
+  ENTER();
+  if (flags || d < 0 || d >= NDEV) return CUDA_ERROR_INVALID_VALUE;
+  CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&lock);
+  for (int i = NDEV; i < MAXCTX; i++)
+    if (!ctxs[i].live) {
+      ctxs[i] = (ctx_t){d, 1};
+      *ctx = (CUcontext)&ctxs[i];
+      rc = CUDA_SUCCESS;
+      break;
+    }
+  pthread_mutex_unlock(&lock);
+  return rc == CUDA_SUCCESS ? cuCtxPushCurrent_v2(*ctx) : rc;
+}
+
+API CUresult cuCtxDestroy_v2(CUcontext ctx) {
+  ENTER();
+  ctx_t *c = ctx_of(ctx);
+  if (!c || c < &ctxs[NDEV]) return CUDA_ERROR_INVALID_CONTEXT;
+  c->live = 0;
+  if (current == ctx) current = depth ? pushed[--depth] : NULL;
   return CUDA_SUCCESS;
 }
 
@@ -363,21 +466,47 @@ API CUresult cuEventCreate(CUevent *e, unsigned flags) {
   ENTER();
   NEED_CTX();
   if (flags != CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_VALUE;
-  *e = (CUevent)malloc(16);
-  return *e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  return make_owned(events, (void **)e);
 }
 
-API CUresult cuEventRecord(CUevent e, CUstream s) { ENTER(); (void)s; return e ? 0 : CUDA_ERROR_INVALID_HANDLE; }
-API CUresult cuEventQuery(CUevent e) { ENTER(); return e ? 0 : CUDA_ERROR_INVALID_HANDLE; }
-API CUresult cuEventSynchronize(CUevent e) { ENTER(); return e ? 0 : CUDA_ERROR_INVALID_HANDLE; }
-API CUresult cuEventDestroy_v2(CUevent e) { ENTER(); free(e); return CUDA_SUCCESS; }
-API CUresult cuStreamSynchronize(CUstream s) { ENTER(); (void)s; return CUDA_SUCCESS; }
+static CUresult event_ctx(CUevent e, CUcontext *ctx) {
+  pthread_mutex_lock(&lock);
+  owned_t *o = owned(events, e);
+  if (o) *ctx = o->ctx;
+  pthread_mutex_unlock(&lock);
+  return o ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* As the driver: the event and the stream must be of one context. */
+API CUresult cuEventRecord(CUevent e, CUstream s) {
+  ENTER();
+  CUcontext ec, sc;
+  CUresult rc = event_ctx(e, &ec);
+  if (rc == CUDA_SUCCESS) rc = stream_ctx(s, &sc);
+  return rc != CUDA_SUCCESS ? rc : ec == sc ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+API CUresult cuEventQuery(CUevent e) { ENTER(); CUcontext c; return event_ctx(e, &c); }
+API CUresult cuEventSynchronize(CUevent e) { ENTER(); CUcontext c; return event_ctx(e, &c); }
+API CUresult cuEventDestroy_v2(CUevent e) { ENTER(); return drop_owned(events, e); }
+
+API CUresult cuStreamCreate(CUstream *s, unsigned flags) {
+  ENTER();
+  NEED_CTX();
+  if (flags & ~(unsigned)CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
+  return make_owned(streams, (void **)s);
+}
+
+API CUresult cuStreamDestroy_v2(CUstream s) { ENTER(); return default_stream(s) ? CUDA_ERROR_INVALID_HANDLE : drop_owned(streams, s); }
+API CUresult cuStreamGetCtx(CUstream s, CUcontext *ctx) { ENTER(); return stream_ctx(s, ctx); }
+API CUresult cuStreamSynchronize(CUstream s) { ENTER(); CUcontext c; return stream_ctx(s, &c); }
 
 API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st) {
   ENTER();
-  (void)s;
-  *st = CU_STREAM_CAPTURE_STATUS_NONE;
-  return CUDA_SUCCESS;
+  CUcontext c;
+  CUresult rc = stream_ctx(s, &c);
+  if (rc == CUDA_SUCCESS) *st = CU_STREAM_CAPTURE_STATUS_NONE;
+  return rc;
 }
 
 // ----------------------------------------------------------------------------
@@ -405,6 +534,8 @@ static const struct { const char *name; int version; int ptsz; void *fn; } entri
     {"cuCtxPopCurrent", 4000, 0, (void *)cuCtxPopCurrent_v2},
     {"cuCtxGetDevice", 2000, 0, (void *)cuCtxGetDevice},
     {"cuCtxSynchronize", 2000, 0, (void *)cuCtxSynchronize},
+    {"cuCtxCreate", 3020, 0, (void *)cuCtxCreate_v2},
+    {"cuCtxDestroy", 4000, 0, (void *)cuCtxDestroy_v2},
     {"cuMemGetInfo", 3020, 0, (void *)cuMemGetInfo_v2},
     {"cuMemGetAllocationGranularity", 10020, 0, (void *)cuMemGetAllocationGranularity},
     {"cuMemAddressReserve", 10020, 0, (void *)cuMemAddressReserve},
@@ -429,6 +560,9 @@ static const struct { const char *name; int version; int ptsz; void *fn; } entri
     {"cuEventSynchronize", 2000, 0, (void *)cuEventSynchronize},
     {"cuEventDestroy", 4000, 0, (void *)cuEventDestroy_v2},
     {"cuStreamSynchronize", 2000, 0, (void *)cuStreamSynchronize},
+    {"cuStreamCreate", 2000, 0, (void *)cuStreamCreate},
+    {"cuStreamDestroy", 4000, 0, (void *)cuStreamDestroy_v2},
+    {"cuStreamGetCtx", 9020, 0, (void *)cuStreamGetCtx},
     {"cuStreamIsCapturing", 10000, 0, (void *)cuStreamIsCapturing},
 };
 #define NENTRIES (sizeof entries / sizeof entries[0])

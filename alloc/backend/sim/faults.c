@@ -35,6 +35,8 @@ static const CUresult injected_error[CA_OP_COUNT] = {
     [CA_OP_stream_sync] = CUDA_ERROR_LAUNCH_FAILED,
     [CA_OP_device_sync] = CUDA_ERROR_LAUNCH_FAILED,
     [CA_OP_is_capturing] = CUDA_ERROR_INVALID_HANDLE,
+    /* a transient answer, not "no such stream": the stream must not be forgotten */
+    [CA_OP_stream_device] = CUDA_ERROR_INVALID_CONTEXT,
 };
 
 CUresult ca_sim_injected_error(ca_backend_op_t op) {

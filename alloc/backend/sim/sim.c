@@ -336,6 +336,9 @@ static CUresult sim_device_sync(int dev) {
 static CUresult sim_is_capturing(ca_stream_t stream, int *capturing) {
   SIM_LOCKED_CALL(is_capturing, ca_sim_is_capturing_locked(stream, capturing));
 }
+static CUresult sim_stream_device(ca_stream_t stream, int *dev) {
+  SIM_LOCKED_CALL(stream_device, ca_sim_stream_device_locked(stream, dev));
+}
 
 const ca_backend_t ca_backend_sim = {
     .name = "sim",
@@ -363,4 +366,5 @@ const ca_backend_t ca_backend_sim = {
     .stream_sync = sim_stream_sync,
     .device_sync = sim_device_sync,
     .is_capturing = sim_is_capturing,
+    .stream_device = sim_stream_device,
 };

@@ -13,7 +13,9 @@
  * Non-blocking streams wait for nothing but themselves.
  *
  * Like the driver: an event and its stream must belong to one device
- * (CUDA_ERROR_INVALID_HANDLE); an event recorded while its stream captures
+ * (CUDA_ERROR_INVALID_HANDLE; the default stream handles name the event's
+ * device's streams when an event is recorded, as the CUDA backend records
+ * in the event's context); an event recorded while its stream captures
  * cannot be queried or waited for (CUDA_ERROR_CAPTURED_EVENT); a capturing
  * stream (or a device with one) cannot be synchronized
  * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED). */
@@ -163,13 +165,35 @@ static sim_stream_t *created_stream(ca_stream_t handle) {
   return NULL;
 }
 
-/* The stream a handle names, for the calling thread. */
-static CUresult stream_resolve(ca_stream_t handle, sim_stream_t **out) {
-  int dev = ca_sim_current_device();
+static bool default_handle(ca_stream_t handle) {
+  return handle == NULL || handle == CA_STREAM_LEGACY || handle == CA_STREAM_PER_THREAD;
+}
+
+/* The stream a handle names for the calling thread, the default handles
+ * naming dev's default streams. */
+static CUresult stream_resolve_on(int dev, ca_stream_t handle, sim_stream_t **out) {
   if (handle == NULL || handle == CA_STREAM_LEGACY) *out = &ca_sim.dev[dev].legacy;
   else if (handle == CA_STREAM_PER_THREAD) *out = per_thread_stream(dev);
   else if (!(*out = created_stream(handle))) return ca_sim_violation(CUDA_ERROR_INVALID_HANDLE);
   return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* The stream a handle names for the calling thread, on its current device. */
+static CUresult stream_resolve(ca_stream_t handle, sim_stream_t **out) {
+  return stream_resolve_on(ca_sim_current_device(), handle, out);
+}
+
+/* A question, not a use: the core asks it to check the program's handles,
+ * so an unknown one is no broken rule. */
+CUresult ca_sim_stream_device_locked(ca_stream_t stream, int *dev) {
+  if (default_handle(stream)) {
+    *dev = ca_sim_current_device();
+    return CUDA_SUCCESS;
+  }
+  sim_stream_t *s = created_stream(stream);
+  if (!s) return CUDA_ERROR_INVALID_HANDLE;
+  *dev = s->dev;
+  return CUDA_SUCCESS;
 }
 
 /* Frees destroyed streams whose work is all done. Done apart from
@@ -272,7 +296,8 @@ CUresult ca_sim_event_record_locked(ca_event_t event, ca_stream_t stream) {
   sim_event_obj_t *e = event_get(event);
   sim_stream_t *s;
   if (!e) return ca_sim_violation(CUDA_ERROR_INVALID_HANDLE);
-  CUresult rc = stream_resolve(stream, &s);
+  /* The default handles name the event's device's streams (backend.h). */
+  CUresult rc = stream_resolve_on(e->dev, stream, &s);
   if (rc != CUDA_SUCCESS) return rc;
   if (s->dev != e->dev) return ca_sim_violation(CUDA_ERROR_INVALID_HANDLE);
   sim_work_t *w = NULL;

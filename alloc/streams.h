@@ -1,0 +1,27 @@
+/* "streams.c": what the core knows of the program's streams: whether a
+ * handle names a stream of a device, and the non-blocking streams that
+ * cudaFree's fence covers (each device's registry, and the streams whose
+ * device is not known yet). */
+#ifndef CUDALLOC_STREAMS_H
+#define CUDALLOC_STREAMS_H
+
+#include "types.h"
+
+bool ca_stream_is_default(ca_stream_t stream);
+/* 0 when stream may order work on d's memory: a default stream, or one of
+ * d's; else CUDA_ERROR_INVALID_HANDLE (or the backend's error). */
+CUresult ca_stream_check(ca_device_t *d, ca_stream_t stream);
+/* Adds a non-blocking stream to d's registry (d locked). */
+void ca_stream_register_on(ca_device_t *d, ca_stream_t stream);
+/* Keeps a non-blocking stream whose device could not be learned. */
+void ca_stream_defer(ca_stream_t stream);
+void ca_stream_forget_deferred(ca_stream_t stream);
+/* Files the deferred streams that turn out to be d's; true when some
+ * stream's device is still unknown (d's fence must then cover it by
+ * synchronizing the device). d is locked. */
+bool ca_streams_place(ca_device_t *d);
+/* Forgets every deferred stream (shutdown; in a fork child, without
+ * trusting the lock). */
+void ca_streams_forget(bool after_fork);
+
+#endif /* CUDALLOC_STREAMS_H */
