@@ -24,7 +24,8 @@ static CUresult drv_malloc(CUdeviceptr *dptr, size_t size, ca_stream_t stream, c
   return rc;
 }
 
-/* The core's answer, or the real driver's where cudalloc does not serve. */
+/* The core's answer rc (a variable), or the real driver's where cudalloc
+ * does not serve. */
 #define DRV_SERVED(rc, name, ...) \
   ((rc) == CUDA_ERROR_NOT_SUPPORTED ? CA_PASS_DRV(CUDA_ERROR_NOT_SUPPORTED, name, __VA_ARGS__) : (rc))
 
@@ -34,7 +35,8 @@ static CUresult drv_malloc(CUdeviceptr *dptr, size_t size, ca_stream_t stream, c
 
 CA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
   CA_ENTER(CA_REAL_DRV(cuMemAlloc_v2, dptr, size));
-  return DRV_SERVED(drv_malloc(dptr, size, NULL, CA_ALLOC_SYNC, CA_CALLER), cuMemAlloc_v2, dptr, size);
+  CUresult rc = drv_malloc(dptr, size, NULL, CA_ALLOC_SYNC, CA_CALLER);
+  return DRV_SERVED(rc, cuMemAlloc_v2, dptr, size);
 }
 
 /* On a capturing stream the driver records a graph memory node instead. */
@@ -42,16 +44,16 @@ CA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream stre
   CA_ENTER(CA_REAL_DRV(cuMemAllocAsync, dptr, size, stream));
   if (ca_stream_capturing(stream))
     return CA_PASS_DRV(CUDA_ERROR_NOT_SUPPORTED, cuMemAllocAsync, dptr, size, stream);
-  return DRV_SERVED(drv_malloc(dptr, size, stream, CA_ALLOC_ASYNC, CA_CALLER), cuMemAllocAsync, dptr, size,
-                    stream);
+  CUresult rc = drv_malloc(dptr, size, stream, CA_ALLOC_ASYNC, CA_CALLER);
+  return DRV_SERVED(rc, cuMemAllocAsync, dptr, size, stream);
 }
 
 CA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream stream) {
   CA_ENTER(CA_REAL_DRV(cuMemAllocAsync_ptsz, dptr, size, stream));
   if (ca_stream_capturing(ca_ptsz(stream)))
     return CA_PASS_DRV(CUDA_ERROR_NOT_SUPPORTED, cuMemAllocAsync_ptsz, dptr, size, stream);
-  return DRV_SERVED(drv_malloc(dptr, size, ca_ptsz(stream), CA_ALLOC_ASYNC, CA_CALLER), cuMemAllocAsync_ptsz,
-                    dptr, size, stream);
+  CUresult rc = drv_malloc(dptr, size, ca_ptsz(stream), CA_ALLOC_ASYNC, CA_CALLER);
+  return DRV_SERVED(rc, cuMemAllocAsync_ptsz, dptr, size, stream);
 }
 
 CA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,

@@ -17,15 +17,16 @@
 // Allocation
 // ----------------------------------------------------------------------------
 
-/* The core's answer; CUDA_ERROR_NOT_SUPPORTED (a context cudalloc does not
- * serve) sends the call to the real runtime. */
+/* The core's answer rc (a variable); CUDA_ERROR_NOT_SUPPORTED (a context
+ * cudalloc does not serve) sends the call to the real runtime. */
 #define RT_SERVED(rc, name, ...) \
   ((rc) == CUDA_ERROR_NOT_SUPPORTED ? CA_PASS_RT(cudaErrorNotSupported, name, __VA_ARGS__) : ca_rt_result(rc))
 
 CA_EXPORT cudaError_t cudaMalloc(void **ptr, size_t size) {
   CA_ENTER(CA_REAL_RT(cudaMalloc, ptr, size));
   if (!ptr) return ca_rt_error(cudaErrorInvalidValue);
-  return RT_SERVED(ca_malloc(ptr, size, NULL, CA_ALLOC_SYNC, CA_CALLER), cudaMalloc, ptr, size);
+  CUresult rc = ca_malloc(ptr, size, NULL, CA_ALLOC_SYNC, CA_CALLER);
+  return RT_SERVED(rc, cudaMalloc, ptr, size);
 }
 
 /* Stream-ordered allocation; on a capturing stream the driver records a
@@ -35,7 +36,8 @@ CA_EXPORT cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stre
   if (ca_stream_capturing(stream))
     return CA_PASS_RT(cudaErrorStreamCaptureUnsupported, cudaMallocAsync, ptr, size, stream);
   if (!ptr) return ca_rt_error(cudaErrorInvalidValue);
-  return RT_SERVED(ca_malloc(ptr, size, stream, CA_ALLOC_ASYNC, CA_CALLER), cudaMallocAsync, ptr, size, stream);
+  CUresult rc = ca_malloc(ptr, size, stream, CA_ALLOC_ASYNC, CA_CALLER);
+  return RT_SERVED(rc, cudaMallocAsync, ptr, size, stream);
 }
 
 CA_EXPORT cudaError_t cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream) {
@@ -43,8 +45,8 @@ CA_EXPORT cudaError_t cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t
   if (ca_stream_capturing(ca_ptsz(stream)))
     return CA_PASS_RT(cudaErrorStreamCaptureUnsupported, cudaMallocAsync_ptsz, ptr, size, stream);
   if (!ptr) return ca_rt_error(cudaErrorInvalidValue);
-  return RT_SERVED(ca_malloc(ptr, size, ca_ptsz(stream), CA_ALLOC_ASYNC, CA_CALLER), cudaMallocAsync_ptsz, ptr,
-                   size, stream);
+  CUresult rc = ca_malloc(ptr, size, ca_ptsz(stream), CA_ALLOC_ASYNC, CA_CALLER);
+  return RT_SERVED(rc, cudaMallocAsync_ptsz, ptr, size, stream);
 }
 
 CA_EXPORT cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height) {

@@ -123,6 +123,14 @@ Test(preload, driver_api_on_the_simulated_device_without_a_driver) {
   shim_assert_ok(shim_prog("drvapi", "-", SIM ",quiet:true"), "drvapi");
 }
 
+/* The CUDA backend on the fake driver: a context of the program's own is
+ * passed through to the driver, the primary context served. Before the fix
+ * cudalloc served it and recorded its fences in the primary context
+ * ("check failed: d == FAKE_PTR"). */
+Test(preload, a_programs_own_context_is_passed_through) {
+  shim_assert_ok(shim_prog("own_context", fake_driver(), "backend:cuda,quiet:true"), "own_context");
+}
+
 Test(preload, dlsym_of_glibc_2_2_5) {
   char cmd[512];
   snprintf(cmd, sizeof cmd, "objdump -T %s/progs/dlsym_old", shim_build());
