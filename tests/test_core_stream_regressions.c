@@ -343,8 +343,8 @@ static int64_t pending_after(settle_t how) {
 }
 
 /* Before the fix: the fence's event (device 1's) was recorded on the
- * current device's legacy stream, which the device refused, and the 256 MiB
- * stayed pending for ever ("268435456 bytes still pending"). */
+ * current device's legacy stream, which the device refused ("the core broke
+ * a rule of the device"), and the 256 MiB stayed pending for ever. */
 Test(core_stream_regressions, empty_cache_seals_another_devices_queues) {
   int64_t left = pending_after(BY_EMPTY_CACHE);
   cr_assert_eq(left, 0, "%lld bytes still pending", (long long)left);
@@ -355,6 +355,8 @@ Test(core_stream_regressions, step_seals_another_devices_queues) {
   cr_assert_eq(left, 0, "%lld bytes still pending", (long long)left);
 }
 
+/* A guard, not a regression: this path passed before the fix too (the
+ * destroyed stream is named by its own handle, not a default one). */
 Test(core_stream_regressions, destroying_another_devices_stream_seals_its_queue) {
   int64_t left = pending_after(BY_STREAM_DESTROY);
   cr_assert_eq(left, 0, "%lld bytes still pending", (long long)left);

@@ -336,7 +336,15 @@ static CUresult sim_device_sync(int dev) {
 static CUresult sim_is_capturing(ca_stream_t stream, int *capturing) {
   SIM_LOCKED_CALL(is_capturing, ca_sim_is_capturing_locked(stream, capturing));
 }
+/* The default streams are the current device's: answered without the lock,
+ * as get_device is (cudaMalloc asks every time). */
 static CUresult sim_stream_device(ca_stream_t stream, int *dev) {
+  if (stream == NULL || stream == CA_STREAM_LEGACY || stream == CA_STREAM_PER_THREAD) {
+    CUresult rc = ca_sim_enter(CA_OP_stream_device);
+    if (rc == CUDA_SUCCESS) rc = started_or_violation();
+    if (rc == CUDA_SUCCESS) *dev = ca_sim_current_device();
+    return ca_sim_leave(CA_OP_stream_device, rc);
+  }
   SIM_LOCKED_CALL(stream_device, ca_sim_stream_device_locked(stream, dev));
 }
 

@@ -165,10 +165,6 @@ static sim_stream_t *created_stream(ca_stream_t handle) {
   return NULL;
 }
 
-static bool default_handle(ca_stream_t handle) {
-  return handle == NULL || handle == CA_STREAM_LEGACY || handle == CA_STREAM_PER_THREAD;
-}
-
 /* The stream a handle names for the calling thread, the default handles
  * naming dev's default streams. */
 static CUresult stream_resolve_on(int dev, ca_stream_t handle, sim_stream_t **out) {
@@ -183,13 +179,10 @@ static CUresult stream_resolve(ca_stream_t handle, sim_stream_t **out) {
   return stream_resolve_on(ca_sim_current_device(), handle, out);
 }
 
-/* A question, not a use: the core asks it to check the program's handles,
- * so an unknown one is no broken rule. */
+/* A created stream's device (the default handles are answered without the
+ * lock, in sim.c). A question, not a use: the core asks it to check the
+ * program's handles, so an unknown one is no broken rule. */
 CUresult ca_sim_stream_device_locked(ca_stream_t stream, int *dev) {
-  if (default_handle(stream)) {
-    *dev = ca_sim_current_device();
-    return CUDA_SUCCESS;
-  }
   sim_stream_t *s = created_stream(stream);
   if (!s) return CUDA_ERROR_INVALID_HANDLE;
   *dev = s->dev;
