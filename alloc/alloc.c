@@ -128,11 +128,13 @@ static bool stream_capturing(ca_stream_t stream) {
 }
 
 /* The queue a freed block waits in: with free_mode:stream, a cudaFree
- * waits in the block's own stream's (the device's epoch when it is gone). */
-static ca_queue_t *queue_for(ca_device_t *d, ca_block_t *b, ca_stream_t stream, bool sync) {
+ * waits in the block's own stream's (the device's epoch when it is gone).
+ * A free on a stream the backend could not vouch for (unsure) waits in the
+ * epoch, as cudaFree's would. */
+static ca_queue_t *queue_for(ca_device_t *d, ca_block_t *b, ca_stream_t stream, bool sync, bool unsure) {
   bool capture = __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0;
-  if (capture && (sync || stream_capturing(stream))) return &d->held;
-  if (sync && ca_config.free_mode == CA_FREE_DEVICE) return &d->epoch;
+  if (capture && (sync || unsure || stream_capturing(stream))) return &d->held;
+  if (unsure || (sync && ca_config.free_mode == CA_FREE_DEVICE)) return &d->epoch;
   ca_queue_t *q = sync ? ca_queue_of_block(d, b) : ca_queue_find(d, stream, true);
   return q ? q : &d->epoch;
 }
@@ -156,8 +158,11 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
   uintptr_t p = (uintptr_t)ptr;
   ca_device_t *d = ca_device_lock_owner(p);
   if (!d) return CUDA_ERROR_NOT_FOUND;
-  /* A bad stream changes nothing: the block stays the program's. */
+  /* A bad stream changes nothing: the block stays the program's. One the
+   * backend cannot answer for just now (a transient error) loses nothing. */
   CUresult rc = sync ? CUDA_SUCCESS : ca_stream_check(d, stream);
+  bool unsure = rc && rc != CUDA_ERROR_INVALID_HANDLE;
+  if (unsure) rc = CUDA_SUCCESS;
   ca_block_t *b = NULL;
   if (!rc && !(b = ca_ptrmap_remove(&d->live, p))) rc = bad_free(d, p);
   if (b) {
@@ -165,7 +170,7 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
     ca_stat_add(&d->stats.requested_bytes, -(int64_t)b->requested);
     ca_stat_add(&d->stats.num_frees, 1);
     ca_stat_add(&d->stats.num_live_blocks, -1);
-    ca_queue_add(d, queue_for(d, b, ca_stream_normal(stream), sync), b);
+    ca_queue_add(d, queue_for(d, b, ca_stream_normal(stream), sync, unsure), b);
   }
   pthread_mutex_unlock(&d->lock);
   return rc;

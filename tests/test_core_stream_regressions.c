@@ -255,6 +255,27 @@ Test(core_stream_regressions, frees_on_bad_handles_are_refused_and_keep_the_bloc
   CHECK_CONSISTENT();
 }
 
+/* A free on a good stream while the backend cannot answer for it (its
+ * lookup fails once): the free succeeds, and the block waits as cudaFree's
+ * would, not on the stream alone (no regression test: the lookup is the
+ * fix's). */
+Test(core_stream_regressions, a_free_whose_stream_cannot_be_checked_waits_like_cudaFree) {
+  core_start("sim_events:manual");
+  ca_stream_t s;
+  cr_assert_eq(ca_sim_stream_create(&s, 1), CUDA_SUCCESS);
+  ca_stream_created(s, true);
+  void *p = alloc_on(3 * MiB, s);
+  ca_sim_fail_nth(CA_OP_stream_device, 1);
+  cr_assert_eq(cudalloc_free(p, (cudaStream_t)s), cudaSuccess);
+  cr_assert_eq(ca_sim_errors(CA_OP_stream_device), 1, "the lookup was made and failed");
+  cr_assert_neq(alloc_on(3 * MiB, s), p, "not reused on the stream at once: it waits in the epoch");
+  ca_sim_complete_all();
+  cudalloc_step();
+  ca_sim_complete_all();
+  cr_assert_eq(alloc_on(3 * MiB, NULL), p, "and is released once the device's work is done");
+  CHECK_CONSISTENT();
+}
+
 /* free_mode:stream, cudaFree after the allocation stream was destroyed.
  * Before the fix the block waited for an event on the dead handle that
  * could never be recorded: active_bytes stayed at 3 MiB. */
