@@ -63,7 +63,8 @@
   X(event_sync, "cuEventSynchronize", PFN_cuEventSynchronize_v2000)            \
   X(event_destroy, "cuEventDestroy", PFN_cuEventDestroy_v4000)                 \
   X(stream_sync, "cuStreamSynchronize", PFN_cuStreamSynchronize_v2000)         \
-  X(stream_is_capturing, "cuStreamIsCapturing", PFN_cuStreamIsCapturing_v10000)
+  X(stream_is_capturing, "cuStreamIsCapturing", PFN_cuStreamIsCapturing_v10000) \
+  X(stream_get_ctx, "cuStreamGetCtx", PFN_cuStreamGetCtx_v9020)
 
 #define EXTRA_ENTRIES(X)                                                       \
   X(ctx_create, "cuCtxCreate", PFN_cuCtxCreate_v3020)                          \
@@ -398,6 +399,11 @@ static void broken_rules(void) {
   d.ctx_pop(&popped);
   if (rc == CUDA_SUCCESS && ev) {
     answer("cuEventRecord(primary's event, a stream of another context)", "primary", d.event_record(ev, s), ANY, rule);
+    /* what the backend's stream_device asks (a context not served) */
+    CUcontext owner = NULL;
+    answer("cuStreamGetCtx(a stream of another context)", "primary", d.stream_get_ctx(s, &owner), CUDA_SUCCESS, rule);
+    answer("cuStreamGetCtx names that context", "primary", owner == other ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN,
+           CUDA_SUCCESS, rule);
     d.stream_destroy(s);
   }
   if (ev) d.event_destroy(ev);
