@@ -3,7 +3,11 @@
  * and a thread that has none. Linked against libcuda (the toolkit's stub at
  * build time, the driver at run time), run plain and preloaded.
  *
- *   contexts [--expect-cudalloc]   with the flag: every block must be cudalloc's
+ *   contexts [--expect-cudalloc]   with the flag (preloaded): blocks of the
+ *                                  primary context must be cudalloc's, and
+ *                                  blocks of the program's own context the
+ *                                  driver's (cudalloc passes a context that
+ *                                  is not the primary one through)
  *
  * 1. cuCtxCreate's context current: cuMemAlloc, cuMemsetD32, cuMemcpyDtoH
  *    round after round, and the stream-ordered calls on a stream of that
@@ -23,6 +27,7 @@
 enum { ROUNDS = 20 };
 
 static int expect_cudalloc;
+static int own_context;   /* a cuCtxCreate context is current */
 
 static const char *code(CUresult rc) {
   const char *name = NULL;
@@ -42,7 +47,7 @@ static const char *code(CUresult rc) {
   } while (0)
 
 static void check_block(CUdeviceptr p, size_t bytes, unsigned value, unsigned *host) {
-  CHECK(!expect_cudalloc || owned_by_cudalloc((void *)p));
+  CHECK(!expect_cudalloc || owned_by_cudalloc((void *)p) == !own_context);
   for (size_t i = 0; i < bytes / 4; i++) CHECK(host[i] == value);
 }
 
@@ -96,8 +101,10 @@ int main(int argc, char **argv) {
 #else
   CU_OK(cuCtxCreate(&ctx, 0, dev));
 #endif
+  own_context = 1;
   sync_rounds(host);
   stream_rounds(host);
+  own_context = 0;
   printf("contexts: own context (cuCtxCreate): %d synchronous and %d stream-ordered rounds exact\n", ROUNDS, ROUNDS);
   CU_OK(cuCtxDestroy(ctx));
   CU_OK(cuDevicePrimaryCtxRetain(&primary, dev));
