@@ -76,9 +76,11 @@ int ca_sym_find(const char *name);
 /* true for a driver API entry point. */
 bool ca_sym_is_driver(ca_sym_t sym);
 
-/* The real function behind sym (the runtime's or the driver's), resolved
- * on first use; NULL when the process has none (no driver, for instance). */
-void *ca_real(ca_sym_t sym);
+/* The real function behind sym (the runtime's or the driver's) for a call
+ * made from the code at caller (a return address: the library whose scope
+ * is searched first), resolved on first use; NULL when the process has
+ * none (no driver, for instance). */
+void *ca_real_from(ca_sym_t sym, const void *caller);
 /* Records real as the function behind sym, found in the library handle
  * (the program's own dlsym found it there first). */
 void ca_real_learn(ca_sym_t sym, void *handle, void *real);
@@ -87,7 +89,10 @@ void ca_real_learn(ca_sym_t sym, void *handle, void *real);
 extern void *(*ca_real_dlsym)(void *, const char *);
 void ca_real_dlsym_init(void);
 
-#define CA_REAL(name) ((__typeof__(&name))ca_real(CA_SYM_##name))
+/* Used in an exported entry point, so that CA_CALLER is the program's call
+ * site; a helper that is not an entry point is given its caller instead. */
+#define CA_REAL(name) CA_REAL_FROM(name, CA_CALLER)
+#define CA_REAL_FROM(name, caller) ((__typeof__(&name))ca_real_from(CA_SYM_##name, caller))
 /* Calls the real runtime (driver) function, or answers as a process
  * without one would. */
 #define CA_REAL_RT(name, ...) \

@@ -149,6 +149,35 @@ Test(preload, rtld_next_check_catches_a_c_wrapper) {
   shim_assert_has(r, "libcudart");
 }
 
+/* The line of out that begins with prefix, up to its newline. */
+static const char *line_of(const char *out, const char *prefix, char *buf, size_t cap) {
+  const char *p = strstr(out, prefix);
+  cr_assert_not_null(p, "no \"%s\" line in:\n%s", prefix, out);
+  snprintf(buf, cap, "%.*s", (int)strcspn(p, "\n"), p);
+  return buf;
+}
+
+/* Regression (issue 9): the pass-through looked the real runtime up in the
+ * global scope only, where a runtime loaded RTLD_LOCAL is not: every call
+ * answered 801 (cudaErrorNotSupported, "no CUDA runtime library is
+ * loaded"), the first check of the program failed with "count -1 (801)",
+ * and cudaGetLastError reported cudalloc's 801, not the runtime's error.
+ * Now each library reaches the runtime of its own scope (two fakes at once,
+ * 3 and 5 devices), and the real libcudart, behind a library loaded by a
+ * library, answers exactly as it does without cudalloc. CUDALLOC_CONF is
+ * unset: the default backend, which steps aside without a driver. */
+Test(preload, runtimes_loaded_rtld_local_are_found_in_the_callers_scope) {
+  char bare[512], mine[512];
+  shim_run_t *r = shim_prog_bare("rtld_local", NULL, NULL);
+  shim_assert_ok(r, "rtld_local");
+  line_of(r->out, "rtld_local: libcudart:", bare, sizeof bare);
+  r = shim_prog("rtld_local", NULL, NULL);
+  shim_assert_ok(r, "rtld_local");
+  shim_assert_lacks(r, "no CUDA runtime library is loaded");
+  cr_assert_str_eq(line_of(r->out, "rtld_local: libcudart:", mine, sizeof mine), bare,
+                   "the real runtime answered otherwise through cudalloc");
+}
+
 // ----------------------------------------------------------------------------
 // PyTorch's pluggable allocator: dlopen, no preload
 // ----------------------------------------------------------------------------
