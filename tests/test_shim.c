@@ -71,6 +71,18 @@ Test(preload, capture_never_waits_and_passes_allocations_through) {
   shim_assert_ok(shim_prog("capture", NULL, SIM ",sim_capacity_mb:64,sim_events:manual"), "capture");
 }
 
+/* Regression (issue 9): cudaIpcGetMemHandle was not intercepted, so the
+ * real runtime got a pointer into cudalloc's mappings (on the simulated
+ * device: cudaErrorInsufficientDriver (35), not cudaErrorNotSupported).
+ * cudalloc's memory is refused with a reason; other pointers pass through. */
+Test(preload, ipc_handles_of_cudalloc_memory_are_refused_with_a_reason) {
+  shim_run_t *r = shim_prog("ipc", NULL, SIM);
+  shim_assert_ok(r, "ipc");
+  shim_assert_has(r, "cannot be exported with CUDA IPC");
+  const char *first = strstr(r->out, "cannot be exported with CUDA IPC");
+  cr_assert_null(strstr(first + 1, "cannot be exported with CUDA IPC"), "said more than once:\n%s", r->out);
+}
+
 // ----------------------------------------------------------------------------
 // Exit summary
 // ----------------------------------------------------------------------------
