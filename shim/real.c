@@ -31,7 +31,7 @@
 static const char *const sym_names[CA_SYM_COUNT] = {
 #define NAME(name) #name,
 #define NAME_DRV(name, req, ver, kind) #name,
-    CA_SYMS_RUNTIME(NAME) CA_SYMS_SIM_RUNTIME(NAME) CA_SYMS_DRIVER(NAME_DRV)
+    CA_SYMS_RUNTIME(NAME) CA_SYMS_SIM_RUNTIME(NAME) CA_SYMS_DRIVER(NAME_DRV) CA_SYMS_SIM_DRIVER(NAME_DRV)
 #undef NAME
 #undef NAME_DRV
 };
@@ -39,16 +39,18 @@ static const char *const sym_names[CA_SYM_COUNT] = {
 static void *const sym_wrappers[CA_SYM_COUNT] = {
 #define WRAP(name) (void *)&name,
 #define WRAP_DRV(name, req, ver, kind) (void *)&name,
-    CA_SYMS_RUNTIME(WRAP) CA_SYMS_SIM_RUNTIME(WRAP) CA_SYMS_DRIVER(WRAP_DRV)
+    CA_SYMS_RUNTIME(WRAP) CA_SYMS_SIM_RUNTIME(WRAP) CA_SYMS_DRIVER(WRAP_DRV) CA_SYMS_SIM_DRIVER(WRAP_DRV)
 #undef WRAP
 #undef WRAP_DRV
 };
 
 #define FIRST_DRIVER_SYM CA_SYM_cuMemAlloc_v2
+#define FIRST_SIM_DRIVER_SYM CA_SYM_cuLaunchKernel
 
 const char *ca_sym_name(ca_sym_t sym) { return sym_names[sym]; }
 void *ca_sym_wrapper(ca_sym_t sym) { return sym_wrappers[sym]; }
 bool ca_sym_is_driver(ca_sym_t sym) { return sym >= FIRST_DRIVER_SYM; }
+bool ca_sym_sim_only_driver(ca_sym_t sym) { return sym >= FIRST_SIM_DRIVER_SYM; }
 
 // ----------------------------------------------------------------------------
 // Slots

@@ -54,6 +54,8 @@ extern __typeof__(cuStreamBeginCapture) cuStreamBeginCapture_ptsz;
 extern __typeof__(cuStreamBeginCapture_v2) cuStreamBeginCapture_v2_ptsz;
 extern __typeof__(cuStreamBeginCaptureToGraph) cuStreamBeginCaptureToGraph_ptsz;
 extern __typeof__(cuStreamEndCapture) cuStreamEndCapture_ptsz;
+extern __typeof__(cudaLaunchKernel) cudaLaunchKernel_ptsz;
+extern __typeof__(cuLaunchKernel) cuLaunchKernel_ptsz;
 
 // ----------------------------------------------------------------------------
 // "real.c": the functions cudalloc stands in front of
@@ -63,6 +65,7 @@ typedef enum ca_sym_e {
 #define CA_SYM_ENUM(name) CA_SYM_##name,
 #define CA_SYM_ENUM_DRV(name, req, ver, kind) CA_SYM_##name,
   CA_SYMS_RUNTIME(CA_SYM_ENUM) CA_SYMS_SIM_RUNTIME(CA_SYM_ENUM) CA_SYMS_DRIVER(CA_SYM_ENUM_DRV)
+  CA_SYMS_SIM_DRIVER(CA_SYM_ENUM_DRV)
 #undef CA_SYM_ENUM
 #undef CA_SYM_ENUM_DRV
   CA_SYM_COUNT
@@ -75,6 +78,9 @@ void *ca_sym_wrapper(ca_sym_t sym);
 int ca_sym_find(const char *name);
 /* true for a driver API entry point. */
 bool ca_sym_is_driver(ca_sym_t sym);
+/* true for a driver entry point replaced only on the simulated device
+ * (CA_SYMS_SIM_DRIVER). */
+bool ca_sym_sim_only_driver(ca_sym_t sym);
 
 /* The real function behind sym (the runtime's or the driver's) for a call
  * made from the code at caller (a return address: the library whose scope

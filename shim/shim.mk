@@ -65,3 +65,13 @@ $(SCOPE)/libscope_outer.so: tests/progs/scope/outer.c $(SCOPE)/libscope_caller_c
 	$(SCOPE_LIB) -L$(SCOPE) -l:libscope_caller_cudart.so -Wl,-soname,libscope_outer.so
 $(BUILD)/progs/rtld_local: private CUDART :=
 $(BUILD)/progs/rtld_local: $(SCOPE_FAKE_CALLERS) $(SCOPE)/libscope_outer.so
+
+# tests/progs/static_cudart: the runtime linked statically, as nvcc links it
+# by default; the stripped twin keeps only a section named like nvcc's
+# device code for cudalloc to recognize it by.
+STATIC_CUDART := -L$(CUDA_LIBDIR) -lcudart_static -lrt
+$(BUILD)/progs/static_cudart: private CUDART := $(STATIC_CUDART)
+$(BUILD)/progs/static_cudart_stripped: tests/progs/static_cudart.c $(wildcard tests/progs/*.h) $(HEADER)
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) -DFAKE_FATBIN_SECTION -Itests/progs $< -o $@ -s $(STATIC_CUDART) $(LIBS)
+$(BUILD)/progs/static_cudart: $(BUILD)/progs/static_cudart_stripped

@@ -1,6 +1,6 @@
 /* Every CUDA entry point that libcudalloc.so exports, listed once.
  *
- * The list drives the real-function slots (real.c), the dlsym and
+ * The lists drive the real-function slots (real.c), the dlsym and
  * cuGetProcAddress interposition (dlsym.c, procaddr.c) and the symbol test
  * (tests/test_shim_symbols.c). Besides these, the library exports dlsym
  * (two glibc versions) and the public cudalloc_* API, nothing else.
@@ -35,7 +35,8 @@
   X(cudaEventRecord_ptsz) X(cudaEventQuery) X(cudaEventSynchronize)             \
   X(cudaEventDestroy) X(cudaEventElapsedTime)                                   \
   X(cudaMemcpy) X(cudaMemcpy_ptds) X(cudaMemcpyAsync) X(cudaMemcpyAsync_ptsz)   \
-  X(cudaMemset) X(cudaMemset_ptds) X(cudaMemsetAsync) X(cudaMemsetAsync_ptsz)
+  X(cudaMemset) X(cudaMemset_ptds) X(cudaMemsetAsync) X(cudaMemsetAsync_ptsz)   \
+  X(cudaLaunchKernel) X(cudaLaunchKernel_ptsz)
 
 /* Driver API calls, with what cuGetProcAddress needs to name them without a
  * driver: X(exported name, requested name, first CUDA version, stream kind).
@@ -65,5 +66,12 @@
   X(cuIpcGetMemHandle, cuIpcGetMemHandle, 4010, A)                              \
   X(cuGetProcAddress, cuGetProcAddress, 11030, A)                               \
   X(cuGetProcAddress_v2, cuGetProcAddress, 12000, A)
+
+/* Driver API calls served only on the simulated device, in the same form.
+ * With a real driver cuGetProcAddress and dlsym hand out the driver's own
+ * entry point untouched, so that kernel launches cost nothing extra. */
+#define CA_SYMS_SIM_DRIVER(X)                                                   \
+  X(cuLaunchKernel, cuLaunchKernel, 4000, L)                                    \
+  X(cuLaunchKernel_ptsz, cuLaunchKernel, 7000, P)
 
 #endif /* CUDALLOC_SHIM_SYMBOLS_H */

@@ -83,6 +83,41 @@ Test(preload, ipc_handles_of_cudalloc_memory_are_refused_with_a_reason) {
   cr_assert_null(strstr(first + 1, "cannot be exported with CUDA IPC"), "said more than once:\n%s", r->out);
 }
 
+/* Counts the lines of out that contain text. */
+static int lines_with(const char *out, const char *text) {
+  int n = 0;
+  for (const char *p = out; (p = strstr(p, text)); p += strlen(text)) n++;
+  return n;
+}
+
+/* Regression (issue 9): a kernel launch on the simulated device went to the
+ * real runtime (cudaErrorInsufficientDriver, 35, and nothing from
+ * cudalloc); now each launch entry point fails with "no kernel image"
+ * (209), and cudalloc says once why. */
+Test(preload, a_kernel_launch_on_the_simulated_device_fails_clearly) {
+  shim_run_t *r = shim_prog("launch", NULL, SIM);
+  shim_assert_ok(r, "launch");
+  cr_assert_eq(lines_with(r->out, "cannot run kernels"), 1, "expected one line:\n%s", r->out);
+}
+
+/* Regression (issue 9): a program with the runtime linked statically
+ * (nvcc's default) failed on the simulated device with
+ * cudaErrorInsufficientDriver and cudalloc said nothing; now one line names
+ * the cause and the fix, whether the program has its symbol table or is
+ * stripped (and keeps nvcc's device-code section). */
+Test(preload, a_statically_linked_runtime_on_the_simulated_device_is_named) {
+  const char *progs[] = {"static_cudart", "static_cudart_stripped"};
+  for (int i = 0; i < 2; i++) {
+    shim_run_t *r = shim_prog(progs[i], NULL, SIM);
+    shim_assert_ok(r, "static_cudart");
+    cr_assert_eq(lines_with(r->out, "-cudart shared"), 1, "%s: expected one line:\n%s", progs[i], r->out);
+    shim_assert_has(r, "links the CUDA runtime statically");
+  }
+  shim_run_t *r = shim_prog("alloc_basic", NULL, SIM);
+  shim_assert_ok(r, "alloc_basic");
+  shim_assert_lacks(r, "-cudart shared");
+}
+
 // ----------------------------------------------------------------------------
 // Exit summary
 // ----------------------------------------------------------------------------

@@ -5,6 +5,8 @@
  *   events.c   runtime events and stream queries
  *   streams.c  stream creation and graph capture
  *   host.c     pinned host memory
+ *   launch.c   kernel launches, which fail with a clear error
+ *   static_runtime.c  a statically linked runtime, named at load
  */
 #ifndef CUDALLOC_SHIM_SIM_RUNTIME_H
 #define CUDALLOC_SHIM_SIM_RUNTIME_H
@@ -29,6 +31,10 @@ CUresult ca_sim_rt_stream_create(ca_stream_t *stream, unsigned flags);
 CUresult ca_sim_rt_stream_destroy(ca_stream_t stream);
 CUresult ca_sim_rt_capture_begin(ca_stream_t stream);
 CUresult ca_sim_rt_capture_end(ca_stream_t stream, CUgraph *graph);
+
+/* "static_runtime.c": says on stderr when the program links the runtime
+ * statically, whose calls the simulated device never sees. */
+void ca_sim_rt_check_static_runtime(void);
 
 /* "host.c": cudaHostAlloc and cudaFreeHost on host memory. */
 cudaError_t ca_sim_rt_host_alloc(void **ptr, size_t size);
