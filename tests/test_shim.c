@@ -118,6 +118,17 @@ Test(preload, a_statically_linked_runtime_on_the_simulated_device_is_named) {
   shim_assert_lacks(r, "-cudart shared");
 }
 
+/* Regression (issue 9): the allocator polled its fences during a capture
+ * (cudaMemGetInfo, the slow path of cudaMalloc): an event query, which a
+ * global or thread-local capture forbids, so the simulated device
+ * invalidated it and cudaStreamEndCapture returned
+ * cudaErrorStreamCaptureInvalidated ("global capture: cudalloc broke it").
+ * The program also shows the device enforcing the rule on a query of its
+ * own, and what relaxed mode and another thread's capture allow. */
+Test(preload, capture_in_global_and_thread_local_mode_is_never_broken) {
+  shim_assert_ok(shim_prog("capture_modes", NULL, SIM ",sim_capacity_mb:64,sim_events:manual"), "capture_modes");
+}
+
 // ----------------------------------------------------------------------------
 // Exit summary
 // ----------------------------------------------------------------------------

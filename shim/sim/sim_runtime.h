@@ -25,11 +25,12 @@ const ca_backend_t *ca_shim_sim_backend(void);
 #define CA_SIM_ONLY(name, ...) \
   if (!ca_shim_sim_backend()) return CA_REAL_RT(name, __VA_ARGS__)
 
-/* "streams.c": as cuStreamCreate, cuStreamDestroy, cuStreamBeginCapture and
+/* "streams.c": as cuStreamCreate, cuStreamDestroy, cuStreamBeginCapture_v2
+ * (mode: CU_STREAM_CAPTURE_MODE_*, which the runtime's modes equal) and
  * cuStreamEndCapture answer (the simulated device records no graph). */
 CUresult ca_sim_rt_stream_create(ca_stream_t *stream, unsigned flags);
 CUresult ca_sim_rt_stream_destroy(ca_stream_t stream);
-CUresult ca_sim_rt_capture_begin(ca_stream_t stream);
+CUresult ca_sim_rt_capture_begin(ca_stream_t stream, int mode);
 CUresult ca_sim_rt_capture_end(ca_stream_t stream, CUgraph *graph);
 
 /* "static_runtime.c": says on stderr when the program links the runtime

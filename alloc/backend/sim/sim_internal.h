@@ -105,6 +105,9 @@ typedef struct sim_stream_s {
   int dev;
   sim_stream_kind_t kind;
   bool capturing;
+  bool capture_invalid;         /* a forbidden wait or query broke the capture */
+  CUstreamCaptureMode capture_mode;
+  pthread_t capture_thread;     /* the thread that began the capture */
   bool destroyed;               /* freed once its pending work is done */
   sim_work_t *head, *tail;      /* pending work, oldest first */
 } sim_stream_t;
