@@ -68,6 +68,8 @@ static const conf_key_t keys[] = {
    "per-process cap as a fraction of device memory (0 = none)"},
   {"free_mode", KEY_CHOICE, FIELD(free_mode), 0, 0, 0, 0, "device|stream",
    "cudaFree waits for all device work (device), or only for its stream (stream)"},
+  {"torch_free", KEY_CHOICE, FIELD(torch_free), 0, 0, 0, 0, "device|stream",
+   "PyTorch's pluggable free waits for all device work (device), or reuses the block at once on its stream (stream)"},
   {"track", KEY_CHOICE, FIELD(track), 0, 0, 0, 0, "off|caller|backtrace",
    "call sites kept for every live block"},
   {"track_depth", KEY_UINT, FIELD(track_depth), 1, 64, 0, 0, NULL,
@@ -101,6 +103,7 @@ void ca_config_defaults(ca_config_t *cfg) {
   cfg->expandable_segments = true;
   cfg->max_split_size = UINT64_MAX;
   cfg->free_mode = CA_FREE_DEVICE;
+  cfg->torch_free = CA_FREE_DEVICE;
   cfg->track = CA_TRACK_CALLER;
   cfg->track_depth = 16;
   cfg->sim.devices = 1;

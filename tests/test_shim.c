@@ -240,11 +240,27 @@ Test(preload, runtimes_loaded_rtld_local_are_found_in_the_callers_scope) {
 // PyTorch's pluggable allocator: dlopen, no preload
 // ----------------------------------------------------------------------------
 
-Test(preload, pytorch_pluggable_allocator_entry_points) {
+static shim_run_t *torch_api(const char *conf) {
   char env[1024], cmd[1024];
-  snprintf(env, sizeof env, "LD_PRELOAD='%s' CUDALLOC_CONF=" SIM ",sim_devices:2", shim_san_runtime());
+  snprintf(env, sizeof env, "LD_PRELOAD='%s' CUDALLOC_CONF=%s", shim_san_runtime(), conf);
   snprintf(cmd, sizeof cmd, "%s/progs/torch_api %s/libcudalloc.so", shim_build(), shim_build());
   shim_run_t *r = shim_sh(env, cmd);
   shim_assert_ok(r, "torch_api");
   shim_assert_has(r, "torch_api: ok (2 devices)");
+  return r;
+}
+
+Test(preload, pytorch_pluggable_allocator_entry_points) {
+  torch_api(SIM ",sim_devices:2");
+}
+
+/* Regression (issue 9): a block freed through the pluggable entry point
+ * was handed out again at once on its stream, though a side stream
+ * (record_stream, which PyTorch cannot forward) may still use it: "reused
+ * at once on its stream: yes" with work pending (manual events). Now the
+ * free waits like cudaFree's unless torch_free:stream opts into reuse. */
+Test(preload, pytorch_frees_wait_for_the_device_unless_torch_free_stream) {
+  shim_assert_has(torch_api(SIM ",sim_devices:2,sim_events:manual"), "reused at once on its stream: no");
+  shim_assert_has(torch_api(SIM ",sim_devices:2,sim_events:manual,torch_free:stream"),
+                  "reused at once on its stream: yes");
 }

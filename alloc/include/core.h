@@ -42,6 +42,11 @@ CUresult ca_free(void *ptr, ca_stream_t stream);
  * issued before the call has completed (free_mode:stream relaxes this to
  * the block's allocation stream). */
 CUresult ca_free_sync(void *ptr);
+/* Frees a block of PyTorch's pluggable allocator, freed on stream: as
+ * ca_free_sync, since PyTorch cannot tell a pluggable allocator the other
+ * streams that used it (record_stream), unless torch_free:stream opts into
+ * ca_free's reuse at once on stream. */
+CUresult ca_free_torch(void *ptr, ca_stream_t stream);
 
 /* true when ptr lies inside an address range cudalloc manages. */
 bool ca_owns(const void *ptr);
