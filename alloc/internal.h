@@ -13,7 +13,7 @@
  *   log config
  *   debug
  *   types
- *   bins ptrmap track
+ *   bins ptrmap track peers
  *   blocks
  *   segments fence
  *   pages
@@ -28,6 +28,7 @@
  *   types      structures, constants, ca_stat_add and CA_CALL
  *   bins       free blocks by size (TLSF)          ptrmap  live blocks by address
  *   track      call sites                          blocks  block structs, set free, coalesce
+ *   peers      access grants for a device and its peers
  *   segments   classic segments                    fence   streams, queues, events
  *   pages      expandable pages, trimming          pool    take and grow
  *   device     devices, locks, ca_ready            stats   derived statistics
@@ -47,6 +48,7 @@
 #include "device.h"
 #include "fence.h"
 #include "pages.h"
+#include "peers.h"
 #include "pool.h"
 #include "ptrmap.h"
 #include "report.h"

@@ -186,6 +186,33 @@ void ca_real_learn(ca_sym_t sym, void *handle, void *real) {
   __atomic_compare_exchange_n(h, &none, handle, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
 }
 
+/* cuCtxGetDevice_v2 names any context's device (CUDA 12.8); older drivers
+ * need the context made current for cuCtxGetDevice. CUdevice values are
+ * the ordinals cuDeviceGet hands out. */
+CUresult ca_real_ctx_device(CUcontext ctx, int *dev) {
+  void *lib = driver_lib();
+  if (!lib) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult (*get_v2)(CUdevice *, CUcontext);
+  CUresult (*push)(CUcontext), (*pop)(CUcontext *), (*get)(CUdevice *);
+  ca_real_dlsym_init();
+  *(void **)&get_v2 = ca_real_dlsym(lib, "cuCtxGetDevice_v2");
+  CUdevice d = 0;
+  CUresult rc = CUDA_ERROR_NOT_FOUND;
+  if (get_v2) rc = get_v2(&d, ctx);
+  else {
+    *(void **)&push = ca_real_dlsym(lib, "cuCtxPushCurrent_v2");
+    *(void **)&pop = ca_real_dlsym(lib, "cuCtxPopCurrent_v2");
+    *(void **)&get = ca_real_dlsym(lib, "cuCtxGetDevice");
+    CUcontext popped;
+    if (push && pop && get && (rc = push(ctx)) == CUDA_SUCCESS) {
+      rc = get(&d);
+      pop(&popped);
+    }
+  }
+  if (rc == CUDA_SUCCESS) *dev = (int)d;
+  return rc;
+}
+
 // ----------------------------------------------------------------------------
 // No real library
 // ----------------------------------------------------------------------------

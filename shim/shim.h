@@ -90,6 +90,9 @@ void *ca_real_from(ca_sym_t sym, const void *caller);
 /* Records real as the function behind sym, found in the library handle
  * (the program's own dlsym found it there first). */
 void ca_real_learn(ca_sym_t sym, void *handle, void *real);
+/* The ordinal of ctx's device, asked of the loaded driver (no driver:
+ * CUDA_ERROR_NOT_INITIALIZED). */
+CUresult ca_real_ctx_device(CUcontext ctx, int *dev);
 
 /* The real dlsym, which the interposed one jumps to. */
 extern void *(*ca_real_dlsym)(void *, const char *);

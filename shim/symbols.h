@@ -9,7 +9,7 @@
 #define CUDALLOC_SHIM_SYMBOLS_H
 
 /* Runtime API calls cudalloc serves in every mode: memory, streams, capture,
- * IPC export, the last-error pair. */
+ * IPC export, peer access, the last-error pair. */
 #define CA_SYMS_RUNTIME(X)                                                      \
   X(cudaMalloc) X(cudaFree) X(cudaMallocAsync) X(cudaMallocAsync_ptsz)          \
   X(cudaFreeAsync) X(cudaFreeAsync_ptsz) X(cudaMallocPitch) X(cudaMalloc3D)     \
@@ -20,7 +20,7 @@
   X(cudaStreamBeginCaptureToGraph) X(cudaStreamBeginCaptureToGraph_ptsz)        \
   X(cudaStreamEndCapture) X(cudaStreamEndCapture_ptsz)                          \
   X(cudaMallocHost) X(cudaHostAlloc) X(cudaFreeHost)                            \
-  X(cudaIpcGetMemHandle)                                                        \
+  X(cudaIpcGetMemHandle) X(cudaDeviceEnablePeerAccess)                          \
   X(cudaGetLastError) X(cudaPeekAtLastError)
 
 /* Runtime API calls served on the simulated device (backend:sim) and
@@ -64,6 +64,7 @@
   X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, P)                      \
   X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, A)              \
   X(cuIpcGetMemHandle, cuIpcGetMemHandle, 4010, A)                              \
+  X(cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, 4000, A)                      \
   X(cuGetProcAddress, cuGetProcAddress, 11030, A)                               \
   X(cuGetProcAddress_v2, cuGetProcAddress, 12000, A)
 

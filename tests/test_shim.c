@@ -129,6 +129,14 @@ Test(preload, capture_in_global_and_thread_local_mode_is_never_broken) {
   shim_assert_ok(shim_prog("capture_modes", NULL, SIM ",sim_capacity_mb:64,sim_events:manual"), "capture_modes");
 }
 
+/* Regression (issue 9): cudaDeviceEnablePeerAccess was not intercepted (on
+ * the simulated device it reached the real runtime: "returned
+ * cudaErrorInsufficientDriver"), so device 0 never got access to device
+ * 1's mapped memory. */
+Test(preload, enabling_peer_access_grants_the_peers_memory) {
+  shim_assert_ok(shim_prog("peer_access", NULL, SIM ",sim_devices:2"), "peer_access");
+}
+
 // ----------------------------------------------------------------------------
 // Exit summary
 // ----------------------------------------------------------------------------

@@ -69,6 +69,11 @@ void ca_capture_end(void);
  * underway: the core counts them. */
 bool ca_stream_capturing(ca_stream_t stream);
 
+/* Device dev may now access peer's memory (cudaDeviceEnablePeerAccess on
+ * dev): every range of peer's mapped so far, and every later one, is
+ * granted to dev too. */
+CUresult ca_peer_access_enabled(int dev, int peer);
+
 /* Free memory as a program should see it: the driver's free memory plus
  * what cudalloc holds but could give back, never above the total. */
 CUresult ca_mem_get_info(int dev, size_t *free_bytes, size_t *total_bytes);

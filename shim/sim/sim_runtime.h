@@ -6,6 +6,7 @@
  *   streams.c  stream creation and graph capture
  *   host.c     pinned host memory
  *   launch.c   kernel launches, which fail with a clear error
+ *   peers.c    peer access between simulated devices
  *   static_runtime.c  a statically linked runtime, named at load
  */
 #ifndef CUDALLOC_SHIM_SIM_RUNTIME_H
@@ -36,6 +37,9 @@ CUresult ca_sim_rt_capture_end(ca_stream_t stream, CUgraph *graph);
 /* "static_runtime.c": says on stderr when the program links the runtime
  * statically, whose calls the simulated device never sees. */
 void ca_sim_rt_check_static_runtime(void);
+
+/* "peers.c": cudaDeviceEnablePeerAccess(peer, flags) from device dev. */
+cudaError_t ca_sim_rt_enable_peer(int dev, int peer, unsigned flags);
 
 /* "host.c": cudaHostAlloc and cudaFreeHost on host memory. */
 cudaError_t ca_sim_rt_host_alloc(void **ptr, size_t size);

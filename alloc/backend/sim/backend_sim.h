@@ -87,6 +87,10 @@ void ca_sim_fail_rate(ca_backend_op_t op, double p, uint64_t seed);
 /* Adds a busy-wait of us microseconds to every call of op. */
 void ca_sim_set_latency(ca_backend_op_t op, unsigned us);
 
+/* 1 when device dev may access the mapped byte at va (set_access named dev
+ * for its mapping since it was mapped), else 0. */
+int ca_sim_access(int dev, uintptr_t va);
+
 /* Physical bytes in live handles, and how many handles are live. */
 size_t ca_sim_physical_used(int dev);
 int ca_sim_live_handles(int dev);

@@ -66,6 +66,7 @@ typedef struct sim_mapping_s {
   size_t size;
   sim_handle_t *handle;
   size_t offset;
+  uint32_t access;              /* bit d: set_access granted device d */
 } sim_mapping_t;
 
 typedef struct sim_resv_s {
