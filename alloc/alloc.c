@@ -180,6 +180,10 @@ CUresult ca_free(void *ptr, ca_stream_t stream) { return free_block(ptr, stream,
 
 CUresult ca_free_sync(void *ptr) { return free_block(ptr, CA_STREAM_LEGACY, true); }
 
+CUresult ca_free_torch(void *ptr, ca_stream_t stream) {
+  return ca_config.torch_free == CA_FREE_STREAM ? ca_free(ptr, stream) : ca_free_sync(ptr);
+}
+
 // ----------------------------------------------------------------------------
 // Lookups
 // ----------------------------------------------------------------------------

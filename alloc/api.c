@@ -24,6 +24,14 @@ cudaError_t ca_cuda_error(CUresult err) {
   case CUDA_ERROR_NOT_READY: return cudaErrorNotReady;
   case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED: return cudaErrorStreamCaptureUnsupported;
   case CUDA_ERROR_LAUNCH_FAILED: return cudaErrorLaunchFailure;
+  /* Below 100 the runtime gives these the driver's number and meaning. */
+  case CUDA_ERROR_PROFILER_DISABLED:
+  case CUDA_ERROR_PROFILER_NOT_INITIALIZED:
+  case CUDA_ERROR_PROFILER_ALREADY_STARTED:
+  case CUDA_ERROR_PROFILER_ALREADY_STOPPED:
+  case CUDA_ERROR_STUB_LIBRARY:
+  case CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER:
+  case CUDA_ERROR_DEVICE_UNAVAILABLE: return (cudaError_t)err;
   /* From 100 on, the runtime numbers its errors as the driver does. */
   default: return err >= 100 ? (cudaError_t)err : cudaErrorUnknown;
   }

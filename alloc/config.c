@@ -68,6 +68,8 @@ static const conf_key_t keys[] = {
    "per-process cap as a fraction of device memory (0 = none)"},
   {"free_mode", KEY_CHOICE, FIELD(free_mode), 0, 0, 0, 0, "device|stream",
    "cudaFree waits for all device work (device), or only for its stream (stream)"},
+  {"torch_free", KEY_CHOICE, FIELD(torch_free), 0, 0, 0, 0, "device|stream",
+   "PyTorch's pluggable free waits for all device work (device), or reuses the block at once on its stream (stream)"},
   {"track", KEY_CHOICE, FIELD(track), 0, 0, 0, 0, "off|caller|backtrace",
    "call sites kept for every live block"},
   {"track_depth", KEY_UINT, FIELD(track_depth), 1, 64, 0, 0, NULL,
@@ -101,6 +103,7 @@ void ca_config_defaults(ca_config_t *cfg) {
   cfg->expandable_segments = true;
   cfg->max_split_size = UINT64_MAX;
   cfg->free_mode = CA_FREE_DEVICE;
+  cfg->torch_free = CA_FREE_DEVICE;
   cfg->track = CA_TRACK_CALLER;
   cfg->track_depth = 16;
   cfg->sim.devices = 1;
@@ -149,9 +152,19 @@ static bool parse_u64(view_t v, uint64_t *out) {
   return true;
 }
 
+/* The documented forms only, [0-9]+ and [0-9]*.[0-9]+: strtod alone would
+ * also take a sign, an exponent, hexadecimal and "inf". */
+static bool plain_decimal(view_t v) {
+  size_t i = 0, digits_after = 0;
+  while (i < v.n && isdigit((unsigned char)v.p[i])) i++;
+  if (i < v.n && v.p[i] == '.')
+    for (i++; i < v.n && isdigit((unsigned char)v.p[i]); i++) digits_after++;
+  return i == v.n && v.n > 0 && (digits_after > 0 || !memchr(v.p, '.', v.n));
+}
+
 static bool parse_double(view_t v, double *out) {
   char buf[32];
-  if (v.n == 0 || !view_copy(v, buf, sizeof buf)) return false;
+  if (!plain_decimal(v) || !view_copy(v, buf, sizeof buf)) return false;
   errno = 0;
   char *end;
   double x = strtod(buf, &end);
@@ -205,7 +218,7 @@ static void expected(const conf_key_t *k, char *buf, size_t cap) {
     if (k->max >= U64_MAX_D) snprintf(buf, cap, "an integer from %.0f to %llu", k->min, ~0ull);
     else snprintf(buf, cap, "an integer from %.0f to %.0f%s", k->min, k->max, rule);
     break;
-  case KEY_DOUBLE: snprintf(buf, cap, "a number from %g to %g", k->min, k->max); break;
+  case KEY_DOUBLE: snprintf(buf, cap, "a decimal number from %g to %g", k->min, k->max); break;
   case KEY_STRING:
     if (k->flags & F_BACKEND) snprintf(buf, cap, "one of %s", k->choices);
     else snprintf(buf, cap, "a path of fewer than %zu characters", k->size);
@@ -363,24 +376,39 @@ static int parse_item(ca_config_t *cfg, view_t item, FILE *out) {
 
 /* The comma that ends the item at p, or NULL. Commas inside [...] belong to
  * the value, so that PyTorch's list form (roundup_power2_divisions:[256:1,
- * 512:2]) is one item and costs one warning, not one per element. */
-static const char *item_end(const char *p) {
+ * 512:2]) is one item and costs one warning, not one per element. A '['
+ * that nothing closes would swallow every later item: the item then ends at
+ * its first comma, and *unbalanced says so. */
+static const char *item_end(const char *p, bool *unbalanced) {
   int depth = 0;
+  const char *first_comma = NULL;
+  *unbalanced = false;
   for (; *p; p++) {
+    if (*p == ',' && !first_comma) first_comma = p;
     if (*p == '[') depth++;
     else if (*p == ']' && depth > 0) depth--;
     else if (*p == ',' && depth == 0) return p;
   }
-  return NULL;
+  *unbalanced = depth > 0 && first_comma;
+  return *unbalanced ? first_comma : NULL;
+}
+
+static void warn_unbalanced(FILE *out, view_t item) {
+  if (!out) return;
+  fputs("cudalloc: CUDALLOC_CONF: unbalanced '[' in '", out);
+  put_view(out, view_trim(item));
+  fputs("'; the item ends at its first comma and is ignored\n", out);
 }
 
 int ca_config_parse(ca_config_t *cfg, const char *conf, FILE *out) {
   int problems = 0;
   if (!conf) return 0;
   for (const char *p = conf;;) {
-    const char *comma = item_end(p);
+    bool unbalanced;
+    const char *comma = item_end(p, &unbalanced);
     size_t n = comma ? (size_t)(comma - p) : strlen(p);
-    problems += parse_item(cfg, (view_t){p, n}, out);
+    if (unbalanced) warn_unbalanced(out, (view_t){p, n});
+    problems += unbalanced ? 1 : parse_item(cfg, (view_t){p, n}, out);
     if (!comma) break;
     p = comma + 1;
   }

@@ -30,6 +30,7 @@ typedef struct ca_config_s {
   uint64_t memory_cap;          /* bytes; 0: no cap */
   double memory_fraction;       /* of device memory; 0: no cap */
   ca_free_mode_t free_mode;
+  ca_free_mode_t torch_free;    /* PyTorch's pluggable free: device (default) or stream */
   ca_track_t track;
   unsigned track_depth;         /* frames kept with track:backtrace */
   bool quiet;

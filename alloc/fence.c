@@ -291,7 +291,10 @@ static void collect_dead(ca_device_t *d) {
   }
 }
 
+/* An event query during a global or thread-local capture invalidates it,
+ * and the count holds every capture, whatever its mode or thread. */
 size_t ca_fences_poll(ca_device_t *d) {
+  if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) return 0;
   size_t bytes = poll_queue(d, &d->epoch);
   for (ca_queue_t *q = d->queues; q; q = q->next) bytes += poll_queue(d, q);
   collect_dead(d);

@@ -13,7 +13,7 @@
  *   log config
  *   debug
  *   types
- *   bins ptrmap track streams
+ *   bins ptrmap track streams peers
  *   blocks
  *   segments fence
  *   pages
@@ -29,6 +29,7 @@
  *   bins       free blocks by size (TLSF)          ptrmap  live blocks by address
  *   track      call sites                          blocks  block structs, set free, coalesce
  *   streams    stream handles, the fence's streams
+ *   peers      access grants for a device and its peers
  *   segments   classic segments                    fence   streams, queues, events
  *   pages      expandable pages, trimming          pool    take and grow
  *   device     devices, locks, ca_ready            stats   derived statistics
@@ -48,6 +49,7 @@
 #include "device.h"
 #include "fence.h"
 #include "pages.h"
+#include "peers.h"
 #include "pool.h"
 #include "ptrmap.h"
 #include "report.h"

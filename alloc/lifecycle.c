@@ -7,6 +7,7 @@
 #include "device.h"
 #include "fence.h"
 #include "log.h"
+#include "peers.h"
 #include "report.h"
 #include "streams.h"
 #include "track.h"
@@ -188,4 +189,23 @@ bool ca_stream_capturing(ca_stream_t stream) {
   /* An error (the legacy stream while a blocking stream captures) means
    * the driver must decide: treat it as capturing. */
   return ca_state.be->is_capturing(stream, &c) != CUDA_SUCCESS || c;
+}
+
+// ----------------------------------------------------------------------------
+// Peer access (peers.c grants it)
+// ----------------------------------------------------------------------------
+
+CUresult ca_peer_access_enabled(int dev, int peer) {
+  CUresult rc = ca_init(NULL);
+  ca_device_t *d;
+  if (rc) return rc;
+  if (dev < 0 || dev >= ca_state.ndevices || dev == peer) return CUDA_ERROR_INVALID_DEVICE;
+  if ((rc = ca_device_get(peer, &d))) return rc;
+  pthread_mutex_lock(&d->lock);
+  bool known = d->peers >> dev & 1;
+  d->peers |= 1ull << dev;   /* later maps grant it, even if a grant below fails */
+  if (!known && d->ready) rc = ca_grant_peer(d, dev);
+  pthread_mutex_unlock(&d->lock);
+  if (rc) ca_log("device %d: cannot grant device %d access to the memory mapped so far (error %d)", peer, dev, (int)rc);
+  return rc;
 }

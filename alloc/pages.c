@@ -12,6 +12,7 @@
 #include "bins.h"
 #include "blocks.h"
 #include "log.h"
+#include "peers.h"
 #include "segments.h"
 
 static size_t page_index(const ca_segment_t *seg, uintptr_t addr) {
@@ -124,7 +125,7 @@ static CUresult gather_pages(ca_device_t *d, size_t n) {
 static size_t settle(ca_device_t *d, ca_segment_t *seg, size_t first, size_t done) {
   uintptr_t addr = seg->base + first * d->page;
   for (int attempt = 0; done && attempt < 8; attempt++) {
-    if (CA_CALL(d, backend_set_access, ca_state.be->set_access(d->ordinal, addr, done * d->page)) == CUDA_SUCCESS)
+    if (ca_grant_access(d, addr, done * d->page) == CUDA_SUCCESS)
       return done;
     if (unmap_runs(d, seg, first, first + done) == CUDA_SUCCESS) return 0;
   }
@@ -147,7 +148,7 @@ CUresult ca_map_range(ca_device_t *d, ca_segment_t *seg, uintptr_t addr, size_t 
     set_mapped(seg, first + done, true);
   }
   ca_stat_add(&d->stats.mapped_bytes, (int64_t)(done * d->page));
-  if (!rc) rc = CA_CALL(d, backend_set_access, ca_state.be->set_access(d->ordinal, addr, size));
+  if (!rc) rc = ca_grant_access(d, addr, size);
   *mapped = (rc ? settle(d, seg, first, done) : n) * d->page;
   return rc;
 }

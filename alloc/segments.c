@@ -8,6 +8,7 @@
 
 #include "bins.h"
 #include "blocks.h"
+#include "peers.h"
 
 size_t ca_classic_segment_size(size_t rounded) {
   if (rounded <= CA_SMALL_REQUEST) return CA_CLASSIC_SMALL_SEGMENT;
@@ -24,7 +25,7 @@ static CUresult map_segment(ca_device_t *d, size_t size, uintptr_t *va, ca_phys_
   if (!rc) {
     rc = CA_CALL(d, backend_map, be->map(*va, size, *h, 0));
     if (!rc) {
-      rc = CA_CALL(d, backend_set_access, be->set_access(d->ordinal, *va, size));
+      rc = ca_grant_access(d, *va, size);
       if (!rc) return CUDA_SUCCESS;
       CA_CALL(d, backend_unmap, be->unmap(*va, size));
     }

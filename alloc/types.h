@@ -162,6 +162,7 @@ struct ca_device_s {
   ca_stream_t nonblocking[CA_MAX_FENCE_EVENTS - 1];
   int nnonblocking;
   bool nonblocking_overflow;    /* more than fit: the epoch synchronizes */
+  uint64_t peers;               /* bit p: device p enabled peer access to this memory */
   ca_block_t *spare_blocks;     /* recycled block structs */
   cudalloc_stats_t stats;
 };

@@ -83,7 +83,7 @@ __attribute__((visibility("hidden"))) void *ca_dlsym_hook(void *handle, const ch
   if (handle == RTLD_NEXT || handle == RTLD_DEFAULT || !name) return NULL;
   if (in_hook || from_self(caller)) return NULL;
   int sym = ca_sym_find(name);
-  if (sym < 0) return NULL;
+  if (sym < 0 || (ca_sym_sim_only_driver((ca_sym_t)sym) && !ca_shim_sim())) return NULL;
   in_hook = true;
   void *real = ca_real_dlsym(handle, name);
   void *mine = ca_sym_wrapper((ca_sym_t)sym);

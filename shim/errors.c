@@ -18,21 +18,23 @@ cudaError_t ca_rt_error(cudaError_t err) {
 
 cudaError_t ca_rt_result(CUresult rc) { return ca_rt_error(ca_cuda_error(rc)); }
 
-/* The real runtime's error: reset with it, or peeked at. */
-static cudaError_t real_error(bool reset) {
+/* The real runtime's error (of the runtime caller reaches): reset with it,
+ * or peeked at. */
+static cudaError_t real_error(bool reset, const void *caller) {
   if (ca_shim_sim()) return cudaSuccess;
-  __typeof__(&cudaGetLastError) f = reset ? CA_REAL(cudaGetLastError) : CA_REAL(cudaPeekAtLastError);
+  __typeof__(&cudaGetLastError) f =
+      reset ? CA_REAL_FROM(cudaGetLastError, caller) : CA_REAL_FROM(cudaPeekAtLastError, caller);
   return f ? f() : cudaSuccess;
 }
 
 CA_EXPORT cudaError_t cudaGetLastError(void) {
   cudaError_t mine = last_error;
   last_error = cudaSuccess;
-  cudaError_t real = real_error(true);
+  cudaError_t real = real_error(true, CA_CALLER);
   return mine != cudaSuccess ? mine : real;
 }
 
 CA_EXPORT cudaError_t cudaPeekAtLastError(void) {
-  cudaError_t real = real_error(false);
+  cudaError_t real = real_error(false, CA_CALLER);
   return last_error != cudaSuccess ? last_error : real;
 }

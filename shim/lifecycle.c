@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include "shim.h"
+#include "sim/sim_runtime.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -59,4 +60,5 @@ static void fork_child(void) {
 __attribute__((constructor)) static void on_load(void) {
   ca_real_dlsym_init();
   pthread_atfork(NULL, NULL, fork_child);
+  if (ca_shim_sim()) ca_sim_rt_check_static_runtime();
 }

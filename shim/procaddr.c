@@ -31,7 +31,7 @@ static const struct proc_entry_s {
   ca_sym_t sym;
 } entries[] = {
 #define ENTRY(name, req, ver, kind) {#req, ver, KIND_##kind, CA_SYM_##name},
-    CA_SYMS_DRIVER(ENTRY)
+    CA_SYMS_DRIVER(ENTRY) CA_SYMS_SIM_DRIVER(ENTRY)
 #undef ENTRY
 };
 #define NENTRIES (sizeof entries / sizeof entries[0])
@@ -69,7 +69,8 @@ static int identify(void *real, const char *symbol, int version, cuuint64_t flag
 /* Swaps *pfn for cudalloc's entry point when it is one cudalloc serves. */
 static void replace(void **pfn, const char *symbol, int version, cuuint64_t flags) {
   int sym = identify(*pfn, symbol, version, flags);
-  if (sym >= 0) *pfn = ca_sym_wrapper((ca_sym_t)sym);
+  if (sym >= 0 && (!ca_sym_sim_only_driver((ca_sym_t)sym) || ca_shim_sim()))
+    *pfn = ca_sym_wrapper((ca_sym_t)sym);
 }
 
 /* Without a real resolver (the simulated device): cudalloc's own entry

@@ -54,6 +54,8 @@ extern __typeof__(cuStreamBeginCapture) cuStreamBeginCapture_ptsz;
 extern __typeof__(cuStreamBeginCapture_v2) cuStreamBeginCapture_v2_ptsz;
 extern __typeof__(cuStreamBeginCaptureToGraph) cuStreamBeginCaptureToGraph_ptsz;
 extern __typeof__(cuStreamEndCapture) cuStreamEndCapture_ptsz;
+extern __typeof__(cudaLaunchKernel) cudaLaunchKernel_ptsz;
+extern __typeof__(cuLaunchKernel) cuLaunchKernel_ptsz;
 
 // ----------------------------------------------------------------------------
 // "real.c": the functions cudalloc stands in front of
@@ -63,6 +65,7 @@ typedef enum ca_sym_e {
 #define CA_SYM_ENUM(name) CA_SYM_##name,
 #define CA_SYM_ENUM_DRV(name, req, ver, kind) CA_SYM_##name,
   CA_SYMS_RUNTIME(CA_SYM_ENUM) CA_SYMS_SIM_RUNTIME(CA_SYM_ENUM) CA_SYMS_DRIVER(CA_SYM_ENUM_DRV)
+  CA_SYMS_SIM_DRIVER(CA_SYM_ENUM_DRV)
 #undef CA_SYM_ENUM
 #undef CA_SYM_ENUM_DRV
   CA_SYM_COUNT
@@ -75,19 +78,30 @@ void *ca_sym_wrapper(ca_sym_t sym);
 int ca_sym_find(const char *name);
 /* true for a driver API entry point. */
 bool ca_sym_is_driver(ca_sym_t sym);
+/* true for a driver entry point replaced only on the simulated device
+ * (CA_SYMS_SIM_DRIVER). */
+bool ca_sym_sim_only_driver(ca_sym_t sym);
 
-/* The real function behind sym (the runtime's or the driver's), resolved
- * on first use; NULL when the process has none (no driver, for instance). */
-void *ca_real(ca_sym_t sym);
+/* The real function behind sym (the runtime's or the driver's) for a call
+ * made from the code at caller (a return address: the library whose scope
+ * is searched first), resolved on first use; NULL when the process has
+ * none (no driver, for instance). */
+void *ca_real_from(ca_sym_t sym, const void *caller);
 /* Records real as the function behind sym, found in the library handle
  * (the program's own dlsym found it there first). */
 void ca_real_learn(ca_sym_t sym, void *handle, void *real);
+/* The ordinal of ctx's device, asked of the loaded driver (no driver:
+ * CUDA_ERROR_NOT_INITIALIZED). */
+CUresult ca_real_ctx_device(CUcontext ctx, int *dev);
 
 /* The real dlsym, which the interposed one jumps to. */
 extern void *(*ca_real_dlsym)(void *, const char *);
 void ca_real_dlsym_init(void);
 
-#define CA_REAL(name) ((__typeof__(&name))ca_real(CA_SYM_##name))
+/* Used in an exported entry point, so that CA_CALLER is the program's call
+ * site; a helper that is not an entry point is given its caller instead. */
+#define CA_REAL(name) CA_REAL_FROM(name, CA_CALLER)
+#define CA_REAL_FROM(name, caller) ((__typeof__(&name))ca_real_from(CA_SYM_##name, caller))
 /* Calls the real runtime (driver) function, or answers as a process
  * without one would. */
 #define CA_REAL_RT(name, ...) \

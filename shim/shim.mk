@@ -45,3 +45,33 @@ $(BUILD)/progs/gpu_saxpy-shared: tests/progs/gpu_saxpy.cu tests/progs/progs.h
 	@mkdir -p $(@D)
 	$(NVCC) -O2 $(NVCC_ARCH) -Werror all-warnings -cudart shared -Ialloc/include -Itests/progs $< -o $@ -ldl
 endif
+
+# tests/progs/rtld_local: libraries loaded RTLD_LOCAL, each with its own
+# runtime (two fakes and the real libcudart, one behind a library of its
+# own); the program itself links no runtime.
+SCOPE := $(BUILD)/progs/scope
+SCOPE_RTS := $(SCOPE)/libscope_rt3.so $(SCOPE)/libscope_rt5.so
+SCOPE_FAKE_CALLERS := $(SCOPE)/libscope_caller3.so $(SCOPE)/libscope_caller5.so
+SCOPE_LIB = $(CC) $(BASE_CFLAGS) -fvisibility=hidden -shared -Wl,-rpath,'$$ORIGIN' $< -o $@
+$(SCOPE_RTS): $(SCOPE)/libscope_rt%.so: tests/progs/scope/fake_cudart.c
+	@mkdir -p $(@D)
+	$(SCOPE_LIB) -DFAKE_COUNT=$* -Wl,-soname,libscope_rt$*.so
+$(SCOPE_FAKE_CALLERS): $(SCOPE)/libscope_caller%.so: tests/progs/scope/caller.c $(SCOPE)/libscope_rt%.so
+	$(SCOPE_LIB) -L$(SCOPE) -lscope_rt$* -Wl,-soname,libscope_caller$*.so
+$(SCOPE)/libscope_caller_cudart.so: tests/progs/scope/caller.c
+	@mkdir -p $(@D)
+	$(SCOPE_LIB) $(CUDART) -Wl,-soname,libscope_caller_cudart.so
+$(SCOPE)/libscope_outer.so: tests/progs/scope/outer.c $(SCOPE)/libscope_caller_cudart.so
+	$(SCOPE_LIB) -L$(SCOPE) -l:libscope_caller_cudart.so -Wl,-soname,libscope_outer.so
+$(BUILD)/progs/rtld_local: private CUDART :=
+$(BUILD)/progs/rtld_local: $(SCOPE_FAKE_CALLERS) $(SCOPE)/libscope_outer.so
+
+# tests/progs/static_cudart: the runtime linked statically, as nvcc links it
+# by default; the stripped twin keeps only a section named like nvcc's
+# device code for cudalloc to recognize it by.
+STATIC_CUDART := -L$(CUDA_LIBDIR) -lcudart_static -lrt
+$(BUILD)/progs/static_cudart: private CUDART := $(STATIC_CUDART)
+$(BUILD)/progs/static_cudart_stripped: tests/progs/static_cudart.c $(wildcard tests/progs/*.h) $(HEADER)
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) -DFAKE_FATBIN_SECTION -Itests/progs $< -o $@ -s $(STATIC_CUDART) $(LIBS)
+$(BUILD)/progs/static_cudart: $(BUILD)/progs/static_cudart_stripped

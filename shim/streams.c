@@ -71,13 +71,13 @@ static cudaError_t rt_begun(cudaError_t err) {
 
 CA_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
   CA_ENTER(CA_REAL_RT(cudaStreamBeginCapture, stream, mode));
-  return rt_begun(ca_shim_sim() ? ca_rt_result(ca_sim_rt_capture_begin(stream))
+  return rt_begun(ca_shim_sim() ? ca_rt_result(ca_sim_rt_capture_begin(stream, mode))
                                 : CA_REAL_RT(cudaStreamBeginCapture, stream, mode));
 }
 
 CA_EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
   CA_ENTER(CA_REAL_RT(cudaStreamBeginCapture_ptsz, stream, mode));
-  return rt_begun(ca_shim_sim() ? ca_rt_result(ca_sim_rt_capture_begin(ca_ptsz(stream)))
+  return rt_begun(ca_shim_sim() ? ca_rt_result(ca_sim_rt_capture_begin(ca_ptsz(stream), mode))
                                 : CA_REAL_RT(cudaStreamBeginCapture_ptsz, stream, mode));
 }
 
@@ -86,7 +86,7 @@ CA_EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGra
                                                     const cudaGraphEdgeData *edges, size_t ndeps,
                                                     enum cudaStreamCaptureMode mode) {
   CA_ENTER(CA_REAL_RT(cudaStreamBeginCaptureToGraph, stream, graph, deps, edges, ndeps, mode));
-  return rt_begun(ca_shim_sim() ? ca_rt_result(ca_sim_rt_capture_begin(stream))
+  return rt_begun(ca_shim_sim() ? ca_rt_result(ca_sim_rt_capture_begin(stream, mode))
                                 : CA_REAL_RT(cudaStreamBeginCaptureToGraph, stream, graph, deps, edges, ndeps, mode));
 }
 
@@ -95,7 +95,7 @@ CA_EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cu
                                                          const cudaGraphEdgeData *edges, size_t ndeps,
                                                          enum cudaStreamCaptureMode mode) {
   CA_ENTER(CA_REAL_RT(cudaStreamBeginCaptureToGraph_ptsz, stream, graph, deps, edges, ndeps, mode));
-  return rt_begun(ca_shim_sim() ? ca_rt_result(ca_sim_rt_capture_begin(ca_ptsz(stream)))
+  return rt_begun(ca_shim_sim() ? ca_rt_result(ca_sim_rt_capture_begin(ca_ptsz(stream), mode))
                                 : CA_REAL_RT(cudaStreamBeginCaptureToGraph_ptsz, stream, graph, deps, edges,
                                              ndeps, mode));
 }
@@ -158,22 +158,22 @@ static CUresult drv_begun(CUresult rc) {
 
 CA_EXPORT CUresult cuStreamBeginCapture(CUstream stream) {
   CA_ENTER(CA_REAL_DRV(cuStreamBeginCapture, stream));
-  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(stream) : CA_REAL_DRV(cuStreamBeginCapture, stream));
+  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(stream, CU_STREAM_CAPTURE_MODE_GLOBAL) : CA_REAL_DRV(cuStreamBeginCapture, stream));
 }
 
 CA_EXPORT CUresult cuStreamBeginCapture_ptsz(CUstream stream) {
   CA_ENTER(CA_REAL_DRV(cuStreamBeginCapture_ptsz, stream));
-  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(ca_ptsz(stream)) : CA_REAL_DRV(cuStreamBeginCapture_ptsz, stream));
+  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(ca_ptsz(stream), CU_STREAM_CAPTURE_MODE_GLOBAL) : CA_REAL_DRV(cuStreamBeginCapture_ptsz, stream));
 }
 
 CA_EXPORT CUresult cuStreamBeginCapture_v2(CUstream stream, CUstreamCaptureMode mode) {
   CA_ENTER(CA_REAL_DRV(cuStreamBeginCapture_v2, stream, mode));
-  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(stream) : CA_REAL_DRV(cuStreamBeginCapture_v2, stream, mode));
+  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(stream, mode) : CA_REAL_DRV(cuStreamBeginCapture_v2, stream, mode));
 }
 
 CA_EXPORT CUresult cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode mode) {
   CA_ENTER(CA_REAL_DRV(cuStreamBeginCapture_v2_ptsz, stream, mode));
-  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(ca_ptsz(stream))
+  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(ca_ptsz(stream), mode)
                                  : CA_REAL_DRV(cuStreamBeginCapture_v2_ptsz, stream, mode));
 }
 
@@ -181,7 +181,7 @@ CA_EXPORT CUresult cuStreamBeginCaptureToGraph(CUstream stream, CUgraph graph, c
                                                const CUgraphEdgeData *edges, size_t ndeps,
                                                CUstreamCaptureMode mode) {
   CA_ENTER(CA_REAL_DRV(cuStreamBeginCaptureToGraph, stream, graph, deps, edges, ndeps, mode));
-  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(stream)
+  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(stream, mode)
                                  : CA_REAL_DRV(cuStreamBeginCaptureToGraph, stream, graph, deps, edges, ndeps,
                                                mode));
 }
@@ -190,7 +190,7 @@ CA_EXPORT CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph gra
                                                     const CUgraphEdgeData *edges, size_t ndeps,
                                                     CUstreamCaptureMode mode) {
   CA_ENTER(CA_REAL_DRV(cuStreamBeginCaptureToGraph_ptsz, stream, graph, deps, edges, ndeps, mode));
-  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(ca_ptsz(stream))
+  return drv_begun(ca_shim_sim() ? ca_sim_rt_capture_begin(ca_ptsz(stream), mode)
                                  : CA_REAL_DRV(cuStreamBeginCaptureToGraph_ptsz, stream, graph, deps, edges,
                                                ndeps, mode));
 }

@@ -1,6 +1,6 @@
 /* Every CUDA entry point that libcudalloc.so exports, listed once.
  *
- * The list drives the real-function slots (real.c), the dlsym and
+ * The lists drive the real-function slots (real.c), the dlsym and
  * cuGetProcAddress interposition (dlsym.c, procaddr.c) and the symbol test
  * (tests/test_shim_symbols.c). Besides these, the library exports dlsym
  * (two glibc versions) and the public cudalloc_* API, nothing else.
@@ -9,7 +9,7 @@
 #define CUDALLOC_SHIM_SYMBOLS_H
 
 /* Runtime API calls cudalloc serves in every mode: memory, streams, capture,
- * the last-error pair. */
+ * IPC export, peer access, the last-error pair. */
 #define CA_SYMS_RUNTIME(X)                                                      \
   X(cudaMalloc) X(cudaFree) X(cudaMallocAsync) X(cudaMallocAsync_ptsz)          \
   X(cudaFreeAsync) X(cudaFreeAsync_ptsz) X(cudaMallocPitch) X(cudaMalloc3D)     \
@@ -20,6 +20,7 @@
   X(cudaStreamBeginCaptureToGraph) X(cudaStreamBeginCaptureToGraph_ptsz)        \
   X(cudaStreamEndCapture) X(cudaStreamEndCapture_ptsz)                          \
   X(cudaMallocHost) X(cudaHostAlloc) X(cudaFreeHost)                            \
+  X(cudaIpcGetMemHandle) X(cudaDeviceEnablePeerAccess)                          \
   X(cudaGetLastError) X(cudaPeekAtLastError)
 
 /* Runtime API calls served on the simulated device (backend:sim) and
@@ -34,7 +35,8 @@
   X(cudaEventRecord_ptsz) X(cudaEventQuery) X(cudaEventSynchronize)             \
   X(cudaEventDestroy) X(cudaEventElapsedTime)                                   \
   X(cudaMemcpy) X(cudaMemcpy_ptds) X(cudaMemcpyAsync) X(cudaMemcpyAsync_ptsz)   \
-  X(cudaMemset) X(cudaMemset_ptds) X(cudaMemsetAsync) X(cudaMemsetAsync_ptsz)
+  X(cudaMemset) X(cudaMemset_ptds) X(cudaMemsetAsync) X(cudaMemsetAsync_ptsz)   \
+  X(cudaLaunchKernel) X(cudaLaunchKernel_ptsz)
 
 /* Driver API calls, with what cuGetProcAddress needs to name them without a
  * driver: X(exported name, requested name, first CUDA version, stream kind).
@@ -61,7 +63,16 @@
   X(cuStreamEndCapture, cuStreamEndCapture, 10000, L)                           \
   X(cuStreamEndCapture_ptsz, cuStreamEndCapture, 10000, P)                      \
   X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset, 11000, A)              \
+  X(cuIpcGetMemHandle, cuIpcGetMemHandle, 4010, A)                              \
+  X(cuCtxEnablePeerAccess, cuCtxEnablePeerAccess, 4000, A)                      \
   X(cuGetProcAddress, cuGetProcAddress, 11030, A)                               \
   X(cuGetProcAddress_v2, cuGetProcAddress, 12000, A)
+
+/* Driver API calls served only on the simulated device, in the same form.
+ * With a real driver cuGetProcAddress and dlsym hand out the driver's own
+ * entry point untouched, so that kernel launches cost nothing extra. */
+#define CA_SYMS_SIM_DRIVER(X)                                                   \
+  X(cuLaunchKernel, cuLaunchKernel, 4000, L)                                    \
+  X(cuLaunchKernel_ptsz, cuLaunchKernel, 7000, P)
 
 #endif /* CUDALLOC_SHIM_SYMBOLS_H */

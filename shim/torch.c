@@ -4,19 +4,33 @@
  *       "cudalloc_torch_malloc", "cudalloc_torch_free")
  *
  * PyTorch asks for memory on a given device and stream, and frees it on the
- * stream it was allocated on (its contract: a block is used on its
- * allocation stream, or marked with record_stream). Errors cannot be
- * returned: a failed allocation is NULL, which PyTorch reports as
- * out-of-memory.
+ * stream it was allocated on. Its contract lets a tensor be used on other
+ * streams too when marked with Tensor.record_stream(), which PyTorch does
+ * not forward to a pluggable allocator from Python: the free cannot know
+ * those streams, so by default it keeps cudaFree's promise (ca_free_torch;
+ * torch_free:stream opts into reuse at once on the stream).
+ *
+ * Errors cannot be returned: a failed allocation is NULL. PyTorch's
+ * CUDAPluggableAllocator::malloc does not check it (torch/csrc/cuda/
+ * CUDAPluggableAllocator.cpp): the tensor gets data pointer 0 and no
+ * torch.OutOfMemoryError is raised, so cudalloc says so on stderr, beside
+ * its out-of-memory report.
  */
 #include "shim.h"
+#include "log.h"
 
 #include <sys/types.h>
 
 CA_EXPORT void *cudalloc_torch_malloc(ssize_t size, int device, cudaStream_t stream) {
   void *ptr = NULL;
   if (size < 0 || !ca_shim_start()) return NULL;
-  if (ca_malloc_on(device, &ptr, (size_t)size, stream, CA_ALLOC_ASYNC, CA_CALLER) != CUDA_SUCCESS) ptr = NULL;
+  CUresult rc = ca_malloc_on(device, &ptr, (size_t)size, stream, CA_ALLOC_ASYNC, CA_CALLER);
+  if (rc != CUDA_SUCCESS) {
+    ca_log("cudalloc_torch_malloc: %zd bytes on device %d failed (error %d); PyTorch does not check the "
+           "NULL returned: the tensor gets address 0 and its first use faults",
+           size, device, (int)rc);
+    ptr = NULL;
+  }
   return ptr;
 }
 
@@ -24,5 +38,5 @@ CA_EXPORT void *cudalloc_torch_malloc(ssize_t size, int device, cudaStream_t str
 CA_EXPORT void cudalloc_torch_free(void *ptr, ssize_t size, int device, cudaStream_t stream) {
   (void)size;
   (void)device;
-  if (ca_shim_start()) ca_free(ptr, stream);
+  if (ca_shim_start()) ca_free_torch(ptr, stream);
 }

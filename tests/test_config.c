@@ -209,12 +209,24 @@ static bad_case_t bad_cases[] = {
     {"roundup_power2_divisions:3", "bad value '3'", "a power of two"},
     {"roundup_power2_divisions:128", "bad value", "from 0 to 64"},
     {"roundup_power2_divisions:[256:1,512:2,>:8]", "bad value '[256:1,512:2,>:8]'", "from 0 to 64"},
-    {"garbage_collection_threshold:1.5", "bad value '1.5'", "a number from 0 to 1"},
+    {"garbage_collection_threshold:1.5", "bad value '1.5'", "a decimal number from 0 to 1"},
     {"garbage_collection_threshold:-0.1", "bad value", "from 0 to 1"},
     {"garbage_collection_threshold:nan", "bad value 'nan'", "from 0 to 1"},
     {"memory_fraction:inf", "bad value 'inf'", "from 0 to 1"},
     {"memory_fraction:1e999", "bad value", "from 0 to 1"},
     {"memory_fraction:half", "bad value", "from 0 to 1"},
+    /* Regression (issue 9): strtod read these, so hexadecimal and signed
+     * fractions were accepted (0x0.8 as 0.5, -0 as 0) though the
+     * documentation promises plain decimals; each case parsed silently. */
+    {"memory_fraction:0x0.8", "bad value '0x0.8'", "a decimal number from 0 to 1"},
+    {"memory_fraction:0x1p-1", "bad value", "from 0 to 1"},
+    {"garbage_collection_threshold:+0.5", "bad value '+0.5'", "from 0 to 1"},
+    {"garbage_collection_threshold:-0", "bad value '-0'", "from 0 to 1"},
+    {"sim_fail_rate:-0.0", "bad value", "from 0 to 1"},
+    {"memory_fraction:5e-1", "bad value '5e-1'", "from 0 to 1"},
+    {"memory_fraction:0.", "bad value '0.'", "from 0 to 1"},
+    {"memory_fraction:.", "bad value '.'", "from 0 to 1"},
+    {"memory_fraction:0.5.1", "bad value", "from 0 to 1"},
     {"sim_fail_rate:2", "bad value '2'", "from 0 to 1"},
     {"backend:gpu", "bad value 'gpu' for key 'backend'", "one of cuda|sim"},
     {"backend:native", "bad value 'native'", "one of cuda|sim"},
@@ -286,6 +298,41 @@ Test(config, a_bad_item_does_not_stop_the_others) {
   cr_assert_str_eq(cfg.backend, "sim");
   cr_assert_eq(cfg.sim.devices, 3);
   cr_assert_eq(cfg.track, CA_TRACK_CALLER);
+}
+
+/* Regression (issue 9): with a '[' that no ']' closes, every comma after it
+ * counted as part of the value, so each later item was dropped without a
+ * word (sim_devices stayed 1, quiet false, one warning about the list). */
+Test(config, an_unbalanced_bracket_warns_and_the_later_items_still_apply) {
+  ca_config_t cfg;
+  char out[4096];
+  ca_config_defaults(&cfg);
+  int n = parse(&cfg, "roundup_power2_divisions:[256:1,sim_devices:3,quiet:true", out, sizeof out);
+  cr_assert_eq(n, 1, "%d problems: %s", n, out);
+  cr_assert_eq(count_lines(out), 1, "%s", out);
+  cr_assert_not_null(strstr(out, "unbalanced '['"), "%s", out);
+  cr_assert_not_null(strstr(out, "'roundup_power2_divisions:[256:1'"), "%s", out);
+  cr_assert_eq(cfg.roundup_power2_divisions, 0);
+  cr_assert_eq(cfg.sim.devices, 3);
+  cr_assert(cfg.quiet);
+}
+
+/* A ']' without a '[' is an ordinary character of a (refused) value. */
+Test(config, a_closing_bracket_alone_ends_nothing) {
+  ca_config_t cfg;
+  char out[4096];
+  ca_config_defaults(&cfg);
+  cr_assert_eq(parse(&cfg, "sim_devices:2],quiet:true", out, sizeof out), 1);
+  cr_assert_eq(cfg.sim.devices, 1);
+  cr_assert(cfg.quiet);
+}
+
+/* The plain decimals that stay accepted. */
+Test(config, decimal_fractions) {
+  cr_assert_float_eq(parse_ok("memory_fraction:.25").memory_fraction, 0.25, 1e-12);
+  cr_assert_float_eq(parse_ok("memory_fraction:1").memory_fraction, 1.0, 1e-12);
+  cr_assert_float_eq(parse_ok("memory_fraction:0.125").memory_fraction, 0.125, 1e-12);
+  cr_assert_float_eq(parse_ok("garbage_collection_threshold:00.50").gc_threshold, 0.5, 1e-12);
 }
 
 Test(config, too_many_sim_fail_entries) {

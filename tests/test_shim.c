@@ -71,6 +71,72 @@ Test(preload, capture_never_waits_and_passes_allocations_through) {
   shim_assert_ok(shim_prog("capture", NULL, SIM ",sim_capacity_mb:64,sim_events:manual"), "capture");
 }
 
+/* Regression (issue 9): cudaIpcGetMemHandle was not intercepted, so the
+ * real runtime got a pointer into cudalloc's mappings (on the simulated
+ * device: cudaErrorInsufficientDriver (35), not cudaErrorNotSupported).
+ * cudalloc's memory is refused with a reason; other pointers pass through. */
+Test(preload, ipc_handles_of_cudalloc_memory_are_refused_with_a_reason) {
+  shim_run_t *r = shim_prog("ipc", NULL, SIM);
+  shim_assert_ok(r, "ipc");
+  shim_assert_has(r, "cannot be exported with CUDA IPC");
+  const char *first = strstr(r->out, "cannot be exported with CUDA IPC");
+  cr_assert_null(strstr(first + 1, "cannot be exported with CUDA IPC"), "said more than once:\n%s", r->out);
+}
+
+/* Counts the lines of out that contain text. */
+static int lines_with(const char *out, const char *text) {
+  int n = 0;
+  for (const char *p = out; (p = strstr(p, text)); p += strlen(text)) n++;
+  return n;
+}
+
+/* Regression (issue 9): a kernel launch on the simulated device went to the
+ * real runtime (cudaErrorInsufficientDriver, 35, and nothing from
+ * cudalloc); now each launch entry point fails with "no kernel image"
+ * (209), and cudalloc says once why. */
+Test(preload, a_kernel_launch_on_the_simulated_device_fails_clearly) {
+  shim_run_t *r = shim_prog("launch", NULL, SIM);
+  shim_assert_ok(r, "launch");
+  cr_assert_eq(lines_with(r->out, "cannot run kernels"), 1, "expected one line:\n%s", r->out);
+}
+
+/* Regression (issue 9): a program with the runtime linked statically
+ * (nvcc's default) failed on the simulated device with
+ * cudaErrorInsufficientDriver and cudalloc said nothing; now one line names
+ * the cause and the fix, whether the program has its symbol table or is
+ * stripped (and keeps nvcc's device-code section). */
+Test(preload, a_statically_linked_runtime_on_the_simulated_device_is_named) {
+  const char *progs[] = {"static_cudart", "static_cudart_stripped"};
+  for (int i = 0; i < 2; i++) {
+    shim_run_t *r = shim_prog(progs[i], NULL, SIM);
+    shim_assert_ok(r, "static_cudart");
+    cr_assert_eq(lines_with(r->out, "-cudart shared"), 1, "%s: expected one line:\n%s", progs[i], r->out);
+    shim_assert_has(r, "links the CUDA runtime statically");
+  }
+  shim_run_t *r = shim_prog("alloc_basic", NULL, SIM);
+  shim_assert_ok(r, "alloc_basic");
+  shim_assert_lacks(r, "-cudart shared");
+}
+
+/* Regression (issue 9): the allocator polled its fences during a capture
+ * (cudaMemGetInfo, the slow path of cudaMalloc): an event query, which a
+ * global or thread-local capture forbids, so the simulated device
+ * invalidated it and cudaStreamEndCapture returned
+ * cudaErrorStreamCaptureInvalidated ("global capture: cudalloc broke it").
+ * The program also shows the device enforcing the rule on a query of its
+ * own, and what relaxed mode and another thread's capture allow. */
+Test(preload, capture_in_global_and_thread_local_mode_is_never_broken) {
+  shim_assert_ok(shim_prog("capture_modes", NULL, SIM ",sim_capacity_mb:64,sim_events:manual"), "capture_modes");
+}
+
+/* Regression (issue 9): cudaDeviceEnablePeerAccess was not intercepted (on
+ * the simulated device it reached the real runtime: "returned
+ * cudaErrorInsufficientDriver"), so device 0 never got access to device
+ * 1's mapped memory. */
+Test(preload, enabling_peer_access_grants_the_peers_memory) {
+  shim_assert_ok(shim_prog("peer_access", NULL, SIM ",sim_devices:2"), "peer_access");
+}
+
 // ----------------------------------------------------------------------------
 // Exit summary
 // ----------------------------------------------------------------------------
@@ -157,15 +223,60 @@ Test(preload, rtld_next_check_catches_a_c_wrapper) {
   shim_assert_has(r, "libcudart");
 }
 
+/* The line of out that begins with prefix, up to its newline. */
+static const char *line_of(const char *out, const char *prefix, char *buf, size_t cap) {
+  const char *p = strstr(out, prefix);
+  cr_assert_not_null(p, "no \"%s\" line in:\n%s", prefix, out);
+  snprintf(buf, cap, "%.*s", (int)strcspn(p, "\n"), p);
+  return buf;
+}
+
+/* Regression (issue 9): the pass-through looked the real runtime up in the
+ * global scope only, where a runtime loaded RTLD_LOCAL is not: every call
+ * answered 801 (cudaErrorNotSupported, "no CUDA runtime library is
+ * loaded"), the first check of the program failed with "count -1 (801)",
+ * and cudaGetLastError reported cudalloc's 801, not the runtime's error.
+ * Now each library reaches the runtime of its own scope (two fakes at once,
+ * 3 and 5 devices), and the real libcudart, behind a library loaded by a
+ * library, answers exactly as it does without cudalloc. CUDALLOC_CONF is
+ * unset: the default backend, which steps aside without a driver. */
+Test(preload, runtimes_loaded_rtld_local_are_found_in_the_callers_scope) {
+  char bare[512], mine[512];
+  shim_run_t *r = shim_prog_bare("rtld_local", NULL, NULL);
+  shim_assert_ok(r, "rtld_local");
+  line_of(r->out, "rtld_local: libcudart:", bare, sizeof bare);
+  r = shim_prog("rtld_local", NULL, NULL);
+  shim_assert_ok(r, "rtld_local");
+  shim_assert_lacks(r, "no CUDA runtime library is loaded");
+  cr_assert_str_eq(line_of(r->out, "rtld_local: libcudart:", mine, sizeof mine), bare,
+                   "the real runtime answered otherwise through cudalloc");
+}
+
 // ----------------------------------------------------------------------------
 // PyTorch's pluggable allocator: dlopen, no preload
 // ----------------------------------------------------------------------------
 
-Test(preload, pytorch_pluggable_allocator_entry_points) {
+static shim_run_t *torch_api(const char *conf) {
   char env[1024], cmd[1024];
-  snprintf(env, sizeof env, "LD_PRELOAD='%s' CUDALLOC_CONF=" SIM ",sim_devices:2", shim_san_runtime());
+  snprintf(env, sizeof env, "LD_PRELOAD='%s' CUDALLOC_CONF=%s", shim_san_runtime(), conf);
   snprintf(cmd, sizeof cmd, "%s/progs/torch_api %s/libcudalloc.so", shim_build(), shim_build());
   shim_run_t *r = shim_sh(env, cmd);
   shim_assert_ok(r, "torch_api");
   shim_assert_has(r, "torch_api: ok (2 devices)");
+  return r;
+}
+
+Test(preload, pytorch_pluggable_allocator_entry_points) {
+  torch_api(SIM ",sim_devices:2");
+}
+
+/* Regression (issue 9): a block freed through the pluggable entry point
+ * was handed out again at once on its stream, though a side stream
+ * (record_stream, which PyTorch cannot forward) may still use it: "reused
+ * at once on its stream: yes" with work pending (manual events). Now the
+ * free waits like cudaFree's unless torch_free:stream opts into reuse. */
+Test(preload, pytorch_frees_wait_for_the_device_unless_torch_free_stream) {
+  shim_assert_has(torch_api(SIM ",sim_devices:2,sim_events:manual"), "reused at once on its stream: no");
+  shim_assert_has(torch_api(SIM ",sim_devices:2,sim_events:manual,torch_free:stream"),
+                  "reused at once on its stream: yes");
 }

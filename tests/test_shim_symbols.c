@@ -7,7 +7,7 @@
 static const char *const intended[] = {
 #define NAME(name) #name,
 #define NAME_DRV(name, req, ver, kind) #name,
-    CA_SYMS_RUNTIME(NAME) CA_SYMS_SIM_RUNTIME(NAME) CA_SYMS_DRIVER(NAME_DRV)
+    CA_SYMS_RUNTIME(NAME) CA_SYMS_SIM_RUNTIME(NAME) CA_SYMS_DRIVER(NAME_DRV) CA_SYMS_SIM_DRIVER(NAME_DRV)
 #undef NAME
 #undef NAME_DRV
     "dlsym@@GLIBC_2.34", "dlsym@GLIBC_2.2.5", "GLIBC_2.2.5", "GLIBC_2.34",

@@ -134,7 +134,9 @@ typedef struct ca_backend_s {
   /* Maps [offset, offset+size) of handle at va. */
   CUresult (*map)(uintptr_t va, size_t size, ca_phys_t handle, size_t offset);
   CUresult (*unmap)(uintptr_t va, size_t size);
-  /* Grants dev read-write access to [va, va+size), which may span maps. */
+  /* Grants dev read-write access to [va, va+size), which may span maps,
+   * leaving other devices' access as it was (the core grants a peer the
+   * memory of the device it enabled access to this way). */
   CUresult (*set_access)(int dev, uintptr_t va, size_t size);
 
   /* -- ordering --------------------------------------------------------------- */

@@ -191,11 +191,19 @@ static CUresult start_driver(void) {
   return CUDA_SUCCESS;
 }
 
+/* A fork child has only the forking thread: a lock another thread held
+ * (inside a slow cuInit, say) would stay held for ever. */
+static void fork_child(void) { g.lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER; }
+
+static void arm_fork_handler(void) { pthread_atfork(NULL, NULL, fork_child); }
+
 /* Idempotent; a failure is reported once and then returned by every call
  * until abandon() (a fork child may try again). */
 static CUresult cuda_init(const ca_backend_options_t *options) {
+  static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
   (void)options;   /* the options are the simulated device's */
   if (ready()) return CUDA_SUCCESS;
+  pthread_once(&fork_once, arm_fork_handler);   /* before anyone takes the lock */
   pthread_mutex_lock(&g.lock);
   CUresult rc = CUDA_SUCCESS;
   int state = __atomic_load_n(&g.state, __ATOMIC_RELAXED);
@@ -348,12 +356,15 @@ static CUresult cuda_mem_info(int dev, size_t *free_bytes, size_t *total_bytes) 
 // Virtual addresses and physical pages
 // ----------------------------------------------------------------------------
 
+/* The driver reserves any whole number of host pages; backend.h promises
+ * CUDA_ERROR_INVALID_VALUE for a size that is not whole granules. */
 static CUresult cuda_reserve(int dev, size_t size, uintptr_t *va) {
   bool pushed;
   size_t align = 0;
   CUdeviceptr ptr = 0;
   CUresult rc = ctx_enter(dev, &pushed);
   if (rc == CUDA_SUCCESS) rc = granularity(dev, &align);
+  if (rc == CUDA_SUCCESS && (size == 0 || size % align)) rc = CUDA_ERROR_INVALID_VALUE;
   if (rc == CUDA_SUCCESS) rc = drv.address_reserve(&ptr, size, align, 0, 0);
   ctx_leave(pushed);
   if (rc == CUDA_SUCCESS) *va = (uintptr_t)ptr;

@@ -59,6 +59,11 @@ CUresult ca_free(void *ptr, ca_stream_t stream);
  * the block's allocation stream and thread, or the device's epoch when
  * that stream is gone). */
 CUresult ca_free_sync(void *ptr);
+/* Frees a block of PyTorch's pluggable allocator, freed on stream: as
+ * ca_free_sync, since PyTorch cannot tell a pluggable allocator the other
+ * streams that used it (record_stream), unless torch_free:stream opts into
+ * ca_free's reuse at once on stream. */
+CUresult ca_free_torch(void *ptr, ca_stream_t stream);
 
 /* true when ptr lies inside an address range cudalloc manages. */
 bool ca_owns(const void *ptr);
@@ -84,6 +89,11 @@ void ca_capture_end(void);
  * then reach the driver as graph memory nodes). Cheap while no capture is
  * underway: the core counts them. */
 bool ca_stream_capturing(ca_stream_t stream);
+
+/* Device dev may now access peer's memory (cudaDeviceEnablePeerAccess on
+ * dev): every range of peer's mapped so far, and every later one, is
+ * granted to dev too. */
+CUresult ca_peer_access_enabled(int dev, int peer);
 
 /* Free memory as a program should see it: the driver's free memory plus
  * what cudalloc holds but could give back, never above the total. */

@@ -5,6 +5,9 @@
  *   events.c   runtime events and stream queries
  *   streams.c  stream creation and graph capture
  *   host.c     pinned host memory
+ *   launch.c   kernel launches, which fail with a clear error
+ *   peers.c    peer access between simulated devices
+ *   static_runtime.c  a statically linked runtime, named at load
  */
 #ifndef CUDALLOC_SHIM_SIM_RUNTIME_H
 #define CUDALLOC_SHIM_SIM_RUNTIME_H
@@ -23,12 +26,20 @@ const ca_backend_t *ca_shim_sim_backend(void);
 #define CA_SIM_ONLY(name, ...) \
   if (!ca_shim_sim_backend()) return CA_REAL_RT(name, __VA_ARGS__)
 
-/* "streams.c": as cuStreamCreate, cuStreamDestroy, cuStreamBeginCapture and
+/* "streams.c": as cuStreamCreate, cuStreamDestroy, cuStreamBeginCapture_v2
+ * (mode: CU_STREAM_CAPTURE_MODE_*, which the runtime's modes equal) and
  * cuStreamEndCapture answer (the simulated device records no graph). */
 CUresult ca_sim_rt_stream_create(ca_stream_t *stream, unsigned flags);
 CUresult ca_sim_rt_stream_destroy(ca_stream_t stream);
-CUresult ca_sim_rt_capture_begin(ca_stream_t stream);
+CUresult ca_sim_rt_capture_begin(ca_stream_t stream, int mode);
 CUresult ca_sim_rt_capture_end(ca_stream_t stream, CUgraph *graph);
+
+/* "static_runtime.c": says on stderr when the program links the runtime
+ * statically, whose calls the simulated device never sees. */
+void ca_sim_rt_check_static_runtime(void);
+
+/* "peers.c": cudaDeviceEnablePeerAccess(peer, flags) from device dev. */
+cudaError_t ca_sim_rt_enable_peer(int dev, int peer, unsigned flags);
 
 /* "host.c": cudaHostAlloc and cudaFreeHost on host memory. */
 cudaError_t ca_sim_rt_host_alloc(void **ptr, size_t size);

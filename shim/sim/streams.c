@@ -16,23 +16,26 @@ CUresult ca_sim_rt_stream_create(ca_stream_t *stream, unsigned flags) {
 CUresult ca_sim_rt_stream_destroy(ca_stream_t stream) { return ca_sim_stream_destroy(stream); }
 
 /* As the driver: the legacy stream cannot be captured, nor a stream twice. */
-CUresult ca_sim_rt_capture_begin(ca_stream_t stream) {
+CUresult ca_sim_rt_capture_begin(ca_stream_t stream, int mode) {
   int c = 0;
   if (!stream || stream == CA_STREAM_LEGACY) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+      mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
   CUresult rc = ca_backend_sim.is_capturing(stream, &c);
   if (rc != CUDA_SUCCESS) return rc;
   if (c) return CUDA_ERROR_ILLEGAL_STATE;
-  ca_sim_set_capturing(stream, 1);
+  ca_sim_begin_capture(stream, (CUstreamCaptureMode)mode);
   return CUDA_SUCCESS;
 }
 
+/* An invalidated capture ends too, with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED. */
 CUresult ca_sim_rt_capture_end(ca_stream_t stream, CUgraph *graph) {
   int c = 0;
   if (!graph) return CUDA_ERROR_INVALID_VALUE;
   CUresult rc = ca_backend_sim.is_capturing(stream, &c);
   if (rc != CUDA_SUCCESS) return rc;
   if (!c) return CUDA_ERROR_ILLEGAL_STATE;
-  ca_sim_set_capturing(stream, 0);
   *graph = NULL;
-  return CUDA_SUCCESS;
+  return ca_sim_end_capture(stream);
 }

@@ -33,11 +33,14 @@
  * dlopen("libcuda.so.1") then finds it by its soname. Knobs (environment):
  *   FAKE_CUDA_INIT_FAIL=1     cuInit returns CUDA_ERROR_NO_DEVICE
  *   FAKE_CUDA_MISSING=<sym>   cuGetProcAddress does not know <sym>
+ *   FAKE_CUDA_INIT_DELAY_MS=n cuInit takes n milliseconds (a caller holds
+ *                             its locks that long)
  */
 #include <cuda.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define API __attribute__((visibility("default")))
 #define DRIVER_VERSION CUDA_VERSION   /* a driver as new as the headers */
@@ -144,6 +147,8 @@ API CUresult cuInit(unsigned flags) {
   __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
   if (flags) return CUDA_ERROR_INVALID_VALUE;
   if (getenv("FAKE_CUDA_INIT_FAIL")) return CUDA_ERROR_NO_DEVICE;
+  const char *delay = getenv("FAKE_CUDA_INIT_DELAY_MS");
+  if (delay) nanosleep(&(struct timespec){atoi(delay) / 1000, atoi(delay) % 1000 * 1000000L}, NULL);
   __atomic_store_n(&initialized, 1, __ATOMIC_RELEASE);
   return CUDA_SUCCESS;
 }
@@ -268,14 +273,15 @@ API CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp 
 API CUresult cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr,
                                  unsigned long long fl) {
   ENTER();
-  if (!size || size % GRAN || (align && align % GRAN) || addr || fl) return CUDA_ERROR_INVALID_VALUE;
+  /* The driver asks only for whole host pages here, not granularity. */
+  if (!size || size % 4096 || (align && align % GRAN) || addr || fl) return CUDA_ERROR_INVALID_VALUE;
   CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
   pthread_mutex_lock(&lock);
   for (int i = 0; i < MAXOBJ; i++)
     if (!reservations[i].size) {
       reservations[i] = (range_t){next_va, size};
       *p = next_va;
-      next_va += size + GRAN;
+      next_va += (size + GRAN - 1) / GRAN * GRAN + GRAN;
       rc = CUDA_SUCCESS;
       break;
     }
@@ -622,6 +628,15 @@ API int fake_cuda_retains(int dev) { return __atomic_load_n(&retains[dev], __ATO
 /* Resolutions so far: all of them (0), or those at the CUDA 12.0 ABI with
  * default flags (1). */
 API int fake_cuda_requests(int at_12_0) { return __atomic_load_n(&requests[at_12_0 != 0], __ATOMIC_RELAXED); }
+
+API int fake_cuda_reservations(int unused) {
+  int n = 0;
+  (void)unused;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < MAXOBJ; i++) n += reservations[i].size != 0;
+  pthread_mutex_unlock(&lock);
+  return n;
+}
 
 API int fake_cuda_live_handles(void) {
   int n = 0;

@@ -16,6 +16,7 @@ typedef void (*torch_free_t)(void *, ssize_t, int, cudaStream_t);
 typedef cudaError_t (*get_stats_t)(int, cudalloc_stats_t *);
 typedef cudaError_t (*int_query_t)(int *);
 typedef cudaError_t (*memset_t)(void *, int, size_t);
+typedef cudaError_t (*stream_create_t)(cudaStream_t *);
 
 static void *lib;
 
@@ -73,6 +74,22 @@ int main(int argc, char **argv) {
   }
   CHECK(tmalloc(-1, 0, NULL) == NULL);
   CHECK(tmalloc((ssize_t)1 << 60, 0, NULL) == NULL);   /* PyTorch reports out of memory */
+
+  /* A block freed on its allocation stream: PyTorch's free says nothing of
+   * the side streams that used it (record_stream does not reach a pluggable
+   * allocator), so by default it waits like cudaFree's; torch_free:stream
+   * reuses it at once on that stream. */
+  stream_create_t stream_create;
+  *(void **)&stream_create = entry("cudaStreamCreate");
+  cudaStream_t s;
+  CHECK(stream_create(&s) == cudaSuccess);
+  void *a = tmalloc((ssize_t)MiB, 0, s);
+  CHECK(a != NULL);
+  tfree(a, (ssize_t)MiB, 0, s);
+  void *b = tmalloc((ssize_t)MiB, 0, s);
+  CHECK(b != NULL);
+  printf("torch_api: reused at once on its stream: %s\n", a == b ? "yes" : "no");
+  tfree(b, (ssize_t)MiB, 0, s);
 
   for (int d = ndev - 1; d >= 0; d--) tfree(p[d], (ssize_t)((3 + 2 * (size_t)d) * MiB), d, NULL);
   for (int d = 0; d < ndev; d++) {

@@ -26,7 +26,9 @@
  * mapped handle cannot be released (CUDA_ERROR_ILLEGAL_STATE). As the
  * driver: synchronizing a capturing stream (or a device with one) returns
  * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; an event recorded during a capture
- * returns CUDA_ERROR_CAPTURED_EVENT when queried or waited for.
+ * returns CUDA_ERROR_CAPTURED_EVENT when queried or waited for; an event
+ * query or any synchronization by a thread that a capture forbids it
+ * (ca_sim_begin_capture) fails and invalidates that capture.
  *
  * Faults: a rate for every op (op = CA_OP_COUNT) spares init, so that the
  * device always starts; each op draws from its own generator, seeded from
@@ -53,8 +55,18 @@ void ca_sim_complete_all(void);
 /* Switches event completion between automatic (0) and manual (1). */
 void ca_sim_set_manual_events(int manual);
 
-/* Marks stream as being captured into a graph (1) or not (0). */
+/* Marks stream as being captured into a graph (1, in global mode, by the
+ * calling thread) or not (0). */
 void ca_sim_set_capturing(ca_stream_t stream, int capturing);
+/* Begins a capture of stream by the calling thread in mode, which decides
+ * who may not wait or query meanwhile (as the driver: any thread during a
+ * global capture, the capturing thread during a thread-local one, nobody
+ * during a relaxed one; such a call fails with
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the capture). */
+void ca_sim_begin_capture(ca_stream_t stream, CUstreamCaptureMode mode);
+/* Ends the capture of stream: CUDA_ERROR_STREAM_CAPTURE_INVALIDATED when a
+ * forbidden wait or query broke it, else 0. */
+CUresult ca_sim_end_capture(ca_stream_t stream);
 
 /* Number of calls of an operation since the backend started, and how many
  * of them returned an error (injected, or a broken contract rule). */
@@ -74,6 +86,10 @@ void ca_sim_fail_nth(ca_backend_op_t op, uint64_t k);
 void ca_sim_fail_rate(ca_backend_op_t op, double p, uint64_t seed);
 /* Adds a busy-wait of us microseconds to every call of op. */
 void ca_sim_set_latency(ca_backend_op_t op, unsigned us);
+
+/* 1 when device dev may access the mapped byte at va (set_access named dev
+ * for its mapping since it was mapped), else 0. */
+int ca_sim_access(int dev, uintptr_t va);
 
 /* Physical bytes in live handles, and how many handles are live. */
 size_t ca_sim_physical_used(int dev);

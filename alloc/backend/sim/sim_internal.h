@@ -66,6 +66,7 @@ typedef struct sim_mapping_s {
   size_t size;
   sim_handle_t *handle;
   size_t offset;
+  uint32_t access;              /* bit d: set_access granted device d */
 } sim_mapping_t;
 
 typedef struct sim_resv_s {
@@ -105,6 +106,9 @@ typedef struct sim_stream_s {
   int dev;
   sim_stream_kind_t kind;
   bool capturing;
+  bool capture_invalid;         /* a forbidden wait or query broke the capture */
+  CUstreamCaptureMode capture_mode;
+  pthread_t capture_thread;     /* the thread that began the capture */
   bool destroyed;               /* freed once its pending work is done */
   sim_work_t *head, *tail;      /* pending work, oldest first */
 } sim_stream_t;

@@ -18,7 +18,9 @@
  * in the event's context); an event recorded while its stream captures
  * cannot be queried or waited for (CUDA_ERROR_CAPTURED_EVENT); a capturing
  * stream (or a device with one) cannot be synchronized
- * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED). */
+ * (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), nor can anything be waited for or
+ * queried by a thread that a capture's mode forbids it, which invalidates
+ * the capture. */
 #define _GNU_SOURCE
 #include "sim_internal.h"
 
@@ -226,11 +228,34 @@ void ca_sim_complete_all_locked(void) {
   sweep_streams();
 }
 
+/* A capture that forbids the calling thread to wait or query: a global
+ * one anywhere, a thread-local one of this thread. */
+static bool capture_forbids(const sim_stream_t *s, pthread_t self) {
+  if (!s->capturing || s->destroyed) return false;
+  return s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL ||
+         (s->capture_mode == CU_STREAM_CAPTURE_MODE_THREAD_LOCAL && pthread_equal(s->capture_thread, self));
+}
+
+/* As the driver: a wait or query that a capture forbids fails, and the
+ * capture is invalidated (its end reports it). */
+static CUresult capture_allows_waiting(void) {
+  pthread_t self = pthread_self();
+  bool forbidden = false;
+  for (int i = 0; i < ca_sim.ndev; i++) {
+    sim_device_t *d = &ca_sim.dev[i];
+    if (capture_forbids(&d->legacy, self)) forbidden = d->legacy.capture_invalid = true;
+    for (sim_stream_t *s = d->streams; s; s = s->next)
+      if (capture_forbids(s, self)) forbidden = s->capture_invalid = true;
+  }
+  return forbidden ? ca_sim_violation(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED) : CUDA_SUCCESS;
+}
+
 CUresult ca_sim_stream_sync_locked(ca_stream_t stream) {
   sim_stream_t *s;
   CUresult rc = stream_resolve(stream, &s);
   if (rc != CUDA_SUCCESS) return rc;
   if (s->capturing) return ca_sim_violation(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  if ((rc = capture_allows_waiting()) != CUDA_SUCCESS) return rc;
   stream_complete_locked(s);
   return CUDA_SUCCESS;
 }
@@ -239,6 +264,8 @@ CUresult ca_sim_device_sync_locked(int dev) {
   if (!ca_sim_valid_device(dev)) return ca_sim_violation(CUDA_ERROR_INVALID_DEVICE);
   if (device_capturing(&ca_sim.dev[dev]))
     return ca_sim_violation(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CUresult rc = capture_allows_waiting();
+  if (rc != CUDA_SUCCESS) return rc;
   device_complete(&ca_sim.dev[dev]);
   sweep_streams();
   return CUDA_SUCCESS;
@@ -313,12 +340,16 @@ static CUresult event_state(sim_event_obj_t *e) {
 
 CUresult ca_sim_event_query_locked(ca_event_t event) {
   sim_event_obj_t *e = event_get(event);
-  return e ? event_state(e) : ca_sim_violation(CUDA_ERROR_INVALID_HANDLE);
+  if (!e) return ca_sim_violation(CUDA_ERROR_INVALID_HANDLE);
+  CUresult rc = e->captured ? CUDA_SUCCESS : capture_allows_waiting();
+  return rc != CUDA_SUCCESS ? rc : event_state(e);
 }
 
 CUresult ca_sim_event_sync_locked(ca_event_t event) {
   sim_event_obj_t *e = event_get(event);
   if (!e) return ca_sim_violation(CUDA_ERROR_INVALID_HANDLE);
+  CUresult rc = e->captured ? CUDA_SUCCESS : capture_allows_waiting();
+  if (rc != CUDA_SUCCESS) return rc;
   if (!e->captured && e->work) {
     work_complete(e->work);
     sweep_streams();
@@ -414,9 +445,31 @@ void ca_sim_set_manual_events(int manual) {
   pthread_mutex_unlock(&ca_sim.lock);
 }
 
-void ca_sim_set_capturing(ca_stream_t stream, int capturing) {
+void ca_sim_begin_capture(ca_stream_t stream, CUstreamCaptureMode mode) {
   if (ca_sim_lock_started() != CUDA_SUCCESS) return;
   sim_stream_t *s;
-  if (stream_resolve(stream, &s) == CUDA_SUCCESS) s->capturing = capturing != 0;
+  if (stream_resolve(stream, &s) == CUDA_SUCCESS) {
+    s->capturing = true;
+    s->capture_invalid = false;
+    s->capture_mode = mode;
+    s->capture_thread = pthread_self();
+  }
   ca_sim_unlock();
+}
+
+CUresult ca_sim_end_capture(ca_stream_t stream) {
+  CUresult rc = ca_sim_lock_started();
+  if (rc != CUDA_SUCCESS) return rc;
+  sim_stream_t *s;
+  if ((rc = stream_resolve(stream, &s)) == CUDA_SUCCESS) {
+    rc = s->capture_invalid ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_SUCCESS;
+    s->capturing = s->capture_invalid = false;
+  }
+  ca_sim_unlock();
+  return rc;
+}
+
+void ca_sim_set_capturing(ca_stream_t stream, int capturing) {
+  if (capturing) ca_sim_begin_capture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  else ca_sim_end_capture(stream);
 }

@@ -297,7 +297,7 @@ CUresult ca_sim_map_locked(uintptr_t va, size_t size, ca_phys_t handle, size_t o
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   memmove(&r->maps[i + 1], &r->maps[i], (r->nmaps - i) * sizeof *r->maps);
-  r->maps[i] = (sim_mapping_t){va, size, h, offset};
+  r->maps[i] = (sim_mapping_t){va, size, h, offset, 0};
   r->nmaps++;
   h->maps++;
   ca_sim.dev[r->dev].mapped += size;
@@ -324,7 +324,21 @@ CUresult ca_sim_set_access_locked(int dev, uintptr_t va, size_t size) {
   sim_resv_t *r = range_ok(va, size) ? resv_holding(va, size) : NULL;
   size_t i, j;
   if (!r || !whole_maps(r, va, size, &i, &j)) return ca_sim_violation(CUDA_ERROR_INVALID_VALUE);
-  return mprotect((void *)va, size, SIM_PROT_RW) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  if (mprotect((void *)va, size, SIM_PROT_RW) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  for (size_t k = i; k < j; k++) r->maps[k].access |= 1u << dev;
+  return CUDA_SUCCESS;
+}
+
+/* Access is kept per device, as the driver keeps it: a peer reaches a
+ * mapping only where set_access named it. */
+int ca_sim_access(int dev, uintptr_t va) {
+  int granted = 0;
+  pthread_mutex_lock(&ca_sim.lock);
+  sim_resv_t *r = ca_sim.started && ca_sim_valid_device(dev) ? resv_holding(va, 1) : NULL;
+  size_t i = r ? maps_lower(r, va + 1) : 0;
+  if (i > 0 && va - r->maps[i - 1].va < r->maps[i - 1].size) granted = r->maps[i - 1].access >> dev & 1;
+  pthread_mutex_unlock(&ca_sim.lock);
+  return granted;
 }
 
 // ----------------------------------------------------------------------------
