@@ -4,7 +4,8 @@
  *   2. seal and poll fences: reuse what completed       (event calls)
  *   3. garbage collection above the threshold           (give back cache)
  *   4. grow: cached pages, pages moved out of free holes, new pages
- *   5. wait for pending frees, oldest first, retrying 1 and 4 after each
+ *   5. wait for pending frees, oldest first, until none is left,
+ *      retrying 1 and 4 after each that released memory
  *   6. give every cached page back and grow once more
  * and only then fails, with a report. */
 #include "blocks.h"
@@ -41,7 +42,11 @@ static ca_block_t *slow_path(ca_device_t *d, size_t rounded, ca_stream_t stream,
   if (ca_fences_poll(d) && (b = take(d, rounded, stream))) return b;
   collect_garbage(d);
   if ((b = grow_and_take(d, rounded, stream, rc))) return b;
-  while (ca_fences_wait_one(d) > 0) {
+  /* Until nothing is pending: the oldest fences are often empty, and what
+   * one releases may not be contiguous with what the request needs. */
+  size_t released;
+  while (ca_fences_wait_one(d, &released)) {
+    if (!released) continue;   /* nothing changed: no point searching again */
     if ((b = take(d, rounded, stream)) || (b = grow_and_take(d, rounded, stream, rc))) return b;
   }
   if (ca_trim(d, 0) && (b = grow_and_take(d, rounded, stream, rc))) return b;

@@ -74,6 +74,7 @@ typedef struct ca_bins_s {
   uint64_t fl_bitmap;
   uint32_t sl_bitmap[CA_BINS_FL];
   ca_block_t *heads[CA_BINS_FL][CA_BINS_SL];
+  size_t bound[CA_BINS_FL][CA_BINS_SL];   /* no block of the bin is larger */
   size_t count;
   size_t bytes;
 } ca_bins_t;
