@@ -151,7 +151,10 @@ void ca_each_device(void (*fn)(ca_device_t *, void *), void *arg) {
 }
 
 static void free_page_cache(ca_device_t *d, bool call_backend) {
-  for (size_t i = 0; call_backend && i < d->page_cache_count; i++) ca_state.be->release(d->page_cache[i]);
+  size_t lost = 0;
+  for (size_t i = 0; call_backend && i < d->page_cache_count; i++)
+    if (CA_CALL_TRYING(d, backend_release, ca_state.be->release(d->page_cache[i]))) lost++;
+  if (lost) ca_log("device %d: the driver kept refusing to release %zu pages; they are lost", d->ordinal, lost);
   free(d->page_cache);
   d->page_cache = NULL;
   d->page_cache_count = d->page_cache_cap = 0;
@@ -174,8 +177,11 @@ void ca_device_teardown(ca_device_t *d, bool call_backend) {
     ca_bins_init(&pool->bins);
     ca_bins_init(&pool->holes);
   }
+  ca_classic_teardown_leftovers(d, call_backend);
   free_page_cache(d, call_backend);
-  if (call_backend && d->va_size) CA_CALL(d, backend_va_free, ca_state.be->va_free(d->va_base, d->va_size));
+  if (call_backend && d->va_size &&
+      CA_CALL_TRYING(d, backend_va_free, ca_state.be->va_free(d->va_base, d->va_size)))
+    ca_log("device %d: the driver kept refusing to free the address reservation", d->ordinal);
   d->va_base = 0;
   d->va_size = 0;
   ca_ptrmap_free(&d->live);
