@@ -20,6 +20,9 @@
 #include "segments.h"
 #include "track.h"
 
+/* Written at exit by whichever thread runs the exit handlers. */
+static bool exited(void) { return __atomic_load_n(&ca_state.exited, __ATOMIC_ACQUIRE); }
+
 static ca_block_t *take(ca_device_t *d, size_t rounded, ca_stream_t stream) {
   return ca_pool_take(d, ca_pool_for(d, rounded), rounded, stream);
 }
@@ -79,7 +82,7 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, void
     *ptr = NULL;
     return CUDA_SUCCESS;
   }
-  if (ca_state.exited) return CUDA_ERROR_DEINITIALIZED;
+  if (exited()) return CUDA_ERROR_DEINITIALIZED;
   ca_device_t *d;
   if ((rc = dev < 0 ? ca_current_device(&d) : ca_device_get(dev, &d))) return rc;
   stream = ca_stream_normal(stream);
@@ -126,11 +129,25 @@ static ca_queue_t *queue_for(ca_device_t *d, ca_block_t *b, ca_stream_t stream, 
   return q ? q : &d->epoch;
 }
 
+/* The live block that p is just past the end of (p is in its rounding
+ * padding, or where the next block starts), or NULL. */
+static const ca_block_t *just_past(const ca_block_t *b, uintptr_t p) {
+  if (b->state == CA_LIVE) return p >= b->addr + b->requested ? b : NULL;
+  const ca_block_t *prev = b->prev;
+  return b->addr == p && prev && prev->state == CA_LIVE ? prev : NULL;
+}
+
 static CUresult bad_free(ca_device_t *d, uintptr_t p) {
   ca_stat_add(&d->stats.num_bad_frees, 1);
   ca_segment_t *seg = ca_segment_of(d, p);
   ca_block_t *b = seg ? seg->first : NULL;
   while (b && !(p >= b->addr && p < b->addr + b->size)) b = b->next;
+  const ca_block_t *live = b ? just_past(b, p) : NULL;
+  if (live) {   /* a pointer one past an array, or a double free of the block after it */
+    ca_log("free of %p rejected: it is just past the end of the live block at %p (%zu bytes)%s; nothing was freed",
+           (void *)p, (void *)live->addr, live->requested, live == b ? "" : ", or a block already freed");
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   const char *why = !b ? "outside every block"
                   : b->state == CA_LIVE ? "inside a live block (an interior pointer)"
                   : b->addr == p ? "a block already freed (a double free)"
@@ -141,7 +158,8 @@ static CUresult bad_free(ca_device_t *d, uintptr_t p) {
 
 static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
   if (!ptr) return CUDA_SUCCESS;
-  if (!ca_state.be || ca_state.exited) return ca_state.exited ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+  if (exited()) return CUDA_SUCCESS;
+  if (!ca_state.be) return CUDA_ERROR_NOT_FOUND;
   uintptr_t p = (uintptr_t)ptr;
   ca_device_t *d = ca_device_lock_owner(p);
   if (!d) return CUDA_ERROR_NOT_FOUND;
@@ -184,7 +202,8 @@ CUresult ca_address_range(const void *ptr, void **base, size_t *size) {
     ca_segment_t *seg = ca_segment_of(d, p);
     for (b = seg ? seg->first : NULL; b; b = b->next)
       if (p >= b->addr && p < b->addr + b->size) break;
-    if (b && b->state != CA_LIVE) b = NULL;
+    /* the rounding padding past what was asked for belongs to no range */
+    if (b && (b->state != CA_LIVE || p >= b->addr + b->requested)) b = NULL;
   }
   if (b) {
     if (base) *base = (void *)b->addr;

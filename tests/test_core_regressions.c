@@ -186,3 +186,107 @@ Test(core_regressions, classic_mode_under_random_faults_leaks_nothing) {
     cudalloc_shutdown();
   }
 }
+
+// ----------------------------------------------------------------------------
+// Smaller mistakes of the API
+// ----------------------------------------------------------------------------
+
+/* Input tried: a free of the address just past a live block, both where
+ * the next block starts (a 1024-byte request fills its block) and inside
+ * the block's rounding padding (a 1000-byte request). Before the fix the
+ * first was "a block already freed (a double free)" and the second "inside
+ * a live block (an interior pointer)". Nothing may be freed either way. */
+Test(core_regressions, a_free_just_past_a_block_is_named_so, .init = cr_redirect_stderr) {
+  core_start(NULL);
+  void *a, *b;
+  cr_assert_eq(cudalloc_malloc(&a, 1024, 0), cudaSuccess);
+  cr_assert_eq(cudalloc_malloc(&b, 1000, 0), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync((char *)a + 1024 * 2), cudaErrorInvalidValue, "past b's block: free memory");
+  cr_assert_eq(cudalloc_free_sync((char *)b + 1000), cudaErrorInvalidValue);
+  cudalloc_stats_t s = stats0();
+  cr_assert_eq(s.num_live_blocks.current, 2, "nothing was freed");
+  cr_assert_eq(s.num_bad_frees.total, 2);
+  const char *err = captured_stderr();
+  cr_assert_eq(count_of(err, "just past the end of the live block"), 2, "%s", err);
+  cr_assert(!strstr(err, "interior pointer"), "%s", err);
+  CHECK_CONSISTENT();
+}
+
+/* A free of a block never handed out, nor next to a live one, stays a
+ * double free (the guard of the message above). */
+Test(core_regressions, a_double_free_is_still_called_one, .init = cr_redirect_stderr) {
+  core_start(NULL);
+  void *a;
+  cr_assert_eq(cudalloc_malloc(&a, 1024, 0), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync(a), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync(a), cudaErrorInvalidValue);
+  cr_assert(strstr(captured_stderr(), "(a double free)"), "%s", captured_stderr());
+}
+
+/* Input tried: a pointer in the rounding padding of a 1000-byte block.
+ * Before the fix the call succeeded with the range [a, a+1000), which does
+ * not contain the pointer. */
+Test(core_regressions, no_address_range_for_the_rounding_padding) {
+  core_start(NULL);
+  void *a, *base = NULL;
+  size_t size = 0;
+  cr_assert_eq(cudalloc_malloc(&a, 1000, 0), cudaSuccess);
+  cr_assert_eq(cudalloc_get_address_range((char *)a + 999, &base, &size), cudaSuccess);
+  cr_assert(base == a && size == 1000);
+  base = NULL;
+  cr_assert_eq(cudalloc_get_address_range((char *)a + 1000, &base, &size), cudaErrorInvalidValue);
+  cr_assert_eq(cudalloc_get_address_range((char *)a + 1010, &base, &size), cudaErrorInvalidValue);
+  cr_assert_null(base, "nothing written on failure");
+}
+
+/* Input tried: device INT_MIN and -2; only -1 means the current device.
+ * Before the fix both succeeded with the current device's stats. */
+Test(core_regressions, stats_of_a_negative_device_other_than_minus_one_fail) {
+  core_start(NULL);
+  cudalloc_stats_t s;
+  cr_assert_eq(cudalloc_get_stats(INT_MIN, &s), cudaErrorInvalidDevice);
+  cr_assert_eq(cudalloc_get_stats(-2, &s), cudaErrorInvalidDevice);
+  cr_assert_eq(cudalloc_get_stats(-1, &s), cudaSuccess);
+}
+
+/* Before the fix the exit summary said "leaks: 1 blocks, 0.0 MiB still
+ * allocated at exit" for a 1000-byte leak. */
+Test(core_regressions, a_small_leak_prints_its_exact_bytes) {
+  core_start("track:caller");
+  void *a;
+  cr_assert_eq(cudalloc_malloc(&a, 1000, 0), cudaSuccess);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  ca_report_summary(f);
+  fclose(f);
+  cr_assert(strstr(text, "1000 bytes still allocated at exit"), "%s", text);
+  cr_assert(strstr(text, "1000 bytes in 1 blocks from"), "%s", text);
+  cr_assert(!strstr(text, "0.0 MiB still") && !strstr(text, "0.0 MiB in"), "%s", text);
+  free(text);
+}
+
+/* The exit flag is written at exit while other threads allocate and free;
+ * under TSan (make test-tsan) a plain read of it is a data race. Before
+ * the fix TSan failed this test: "data race" between ca_exit's atomic
+ * store and free_block's plain read (alloc.c). Outside TSan it shows only
+ * that allocation stops at exit. */
+static void *churn_until_exit(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 2000; i++) {
+    void *p = NULL;
+    if (ca_malloc(&p, 4096, NULL, NULL) == CUDA_ERROR_DEINITIALIZED) break;
+    ca_free_sync(p);
+  }
+  return NULL;
+}
+
+Test(core_regressions, exit_while_other_threads_allocate) {
+  core_start("quiet:true");
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, churn_until_exit, NULL);
+  ca_exit();
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  void *p;
+  cr_assert_eq(ca_malloc(&p, 4096, NULL, NULL), CUDA_ERROR_DEINITIALIZED, "no allocation after exit");
+}
