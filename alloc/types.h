@@ -142,6 +142,7 @@ struct ca_device_s {
   pthread_mutex_t lock;
   int ordinal;
   bool ready;                   /* pools set up */
+  bool passthrough;             /* cudalloc cannot serve it (no VMM, no reservation) */
   ca_device_props_t props;
   size_t page;                  /* granularity */
   size_t limit;                 /* cap on reserved bytes */

@@ -27,7 +27,8 @@ static CUresult drv_malloc(CUdeviceptr *dptr, size_t size, ca_stream_t stream, v
 
 CA_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
   CA_ENTER(CA_REAL_DRV(cuMemAlloc_v2, dptr, size));
-  return drv_malloc(dptr, size, NULL, CA_CALLER);
+  CUresult rc = drv_malloc(dptr, size, NULL, CA_CALLER);
+  return rc == CA_NOT_SERVED ? CA_PASS_DRV(CUDA_ERROR_NOT_SUPPORTED, cuMemAlloc_v2, dptr, size) : rc;
 }
 
 /* On a capturing stream the driver records a graph memory node instead. */
@@ -35,14 +36,16 @@ CA_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream stre
   CA_ENTER(CA_REAL_DRV(cuMemAllocAsync, dptr, size, stream));
   if (ca_stream_capturing(stream))
     return CA_PASS_DRV(CUDA_ERROR_NOT_SUPPORTED, cuMemAllocAsync, dptr, size, stream);
-  return drv_malloc(dptr, size, stream, CA_CALLER);
+  CUresult rc = drv_malloc(dptr, size, stream, CA_CALLER);
+  return rc == CA_NOT_SERVED ? CA_PASS_DRV(CUDA_ERROR_NOT_SUPPORTED, cuMemAllocAsync, dptr, size, stream) : rc;
 }
 
 CA_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream stream) {
   CA_ENTER(CA_REAL_DRV(cuMemAllocAsync_ptsz, dptr, size, stream));
   if (ca_stream_capturing(ca_ptsz(stream)))
     return CA_PASS_DRV(CUDA_ERROR_NOT_SUPPORTED, cuMemAllocAsync_ptsz, dptr, size, stream);
-  return drv_malloc(dptr, size, ca_ptsz(stream), CA_CALLER);
+  CUresult rc = drv_malloc(dptr, size, ca_ptsz(stream), CA_CALLER);
+  return rc == CA_NOT_SERVED ? CA_PASS_DRV(CUDA_ERROR_NOT_SUPPORTED, cuMemAllocAsync_ptsz, dptr, size, stream) : rc;
 }
 
 CA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
@@ -52,6 +55,8 @@ CA_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w
     return CUDA_ERROR_INVALID_VALUE;
   size_t p = ca_pitch_of(width);
   CUresult rc = drv_malloc(dptr, ca_pitched_size(p, height, 1), NULL, CA_CALLER);
+  if (rc == CA_NOT_SERVED)
+    return CA_PASS_DRV(CUDA_ERROR_NOT_SUPPORTED, cuMemAllocPitch_v2, dptr, pitch, width, height, element_size);
   if (rc == CUDA_SUCCESS) *pitch = p;
   return rc;
 }

@@ -17,35 +17,43 @@
 CA_EXPORT cudaError_t cudaMalloc(void **ptr, size_t size) {
   CA_ENTER(CA_REAL_RT(cudaMalloc, ptr, size));
   if (!ptr) return ca_rt_error(cudaErrorInvalidValue);
-  return ca_rt_result(ca_malloc(ptr, size, NULL, CA_CALLER));
+  CUresult rc = ca_malloc(ptr, size, NULL, CA_CALLER);
+  if (rc == CA_NOT_SERVED) return CA_PASS_RT(cudaErrorNotSupported, cudaMalloc, ptr, size);
+  return ca_rt_result(rc);
 }
 
 /* Stream-ordered allocation; on a capturing stream the driver records a
  * graph memory node instead. */
-static cudaError_t malloc_async(void **ptr, size_t size, cudaStream_t stream, void *caller) {
-  if (!ptr) return ca_rt_error(cudaErrorInvalidValue);
-  return ca_rt_result(ca_malloc(ptr, size, stream, caller));
+static CUresult malloc_async(void **ptr, size_t size, cudaStream_t stream, void *caller) {
+  if (!ptr) return CUDA_ERROR_INVALID_VALUE;
+  return ca_malloc(ptr, size, stream, caller);
 }
 
 CA_EXPORT cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream) {
   CA_ENTER(CA_REAL_RT(cudaMallocAsync, ptr, size, stream));
   if (ca_stream_capturing(stream))
     return CA_PASS_RT(cudaErrorStreamCaptureUnsupported, cudaMallocAsync, ptr, size, stream);
-  return malloc_async(ptr, size, stream, CA_CALLER);
+  CUresult rc = malloc_async(ptr, size, stream, CA_CALLER);
+  if (rc == CA_NOT_SERVED) return CA_PASS_RT(cudaErrorNotSupported, cudaMallocAsync, ptr, size, stream);
+  return ca_rt_result(rc);
 }
 
 CA_EXPORT cudaError_t cudaMallocAsync_ptsz(void **ptr, size_t size, cudaStream_t stream) {
   CA_ENTER(CA_REAL_RT(cudaMallocAsync_ptsz, ptr, size, stream));
   if (ca_stream_capturing(ca_ptsz(stream)))
     return CA_PASS_RT(cudaErrorStreamCaptureUnsupported, cudaMallocAsync_ptsz, ptr, size, stream);
-  return malloc_async(ptr, size, ca_ptsz(stream), CA_CALLER);
+  CUresult rc = malloc_async(ptr, size, ca_ptsz(stream), CA_CALLER);
+  if (rc == CA_NOT_SERVED) return CA_PASS_RT(cudaErrorNotSupported, cudaMallocAsync_ptsz, ptr, size, stream);
+  return ca_rt_result(rc);
 }
 
 CA_EXPORT cudaError_t cudaMallocPitch(void **ptr, size_t *pitch, size_t width, size_t height) {
   CA_ENTER(CA_REAL_RT(cudaMallocPitch, ptr, pitch, width, height));
   if (!ptr || !pitch) return ca_rt_error(cudaErrorInvalidValue);
   size_t p = ca_pitch_of(width);
-  cudaError_t err = ca_rt_result(ca_malloc(ptr, ca_pitched_size(p, height, 1), NULL, CA_CALLER));
+  CUresult rc = ca_malloc(ptr, ca_pitched_size(p, height, 1), NULL, CA_CALLER);
+  if (rc == CA_NOT_SERVED) return CA_PASS_RT(cudaErrorNotSupported, cudaMallocPitch, ptr, pitch, width, height);
+  cudaError_t err = ca_rt_result(rc);
   if (err == cudaSuccess) *pitch = p;
   return err;
 }
@@ -55,8 +63,9 @@ CA_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *out, struct cudaExtent
   if (!out) return ca_rt_error(cudaErrorInvalidValue);
   size_t p = ca_pitch_of(extent.width);
   void *ptr = NULL;
-  cudaError_t err = ca_rt_result(
-      ca_malloc(&ptr, ca_pitched_size(p, extent.height, extent.depth), NULL, CA_CALLER));
+  CUresult rc = ca_malloc(&ptr, ca_pitched_size(p, extent.height, extent.depth), NULL, CA_CALLER);
+  if (rc == CA_NOT_SERVED) return CA_PASS_RT(cudaErrorNotSupported, cudaMalloc3D, out, extent);
+  cudaError_t err = ca_rt_result(rc);
   if (err == cudaSuccess)
     *out = (struct cudaPitchedPtr){.ptr = ptr, .pitch = p, .xsize = extent.width, .ysize = extent.height};
   return err;

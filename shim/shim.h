@@ -117,6 +117,11 @@ bool ca_shim_start(void);
   CA_GUARDED;                                                  \
   if (!ca_guard_outer() || !ca_shim_start()) return (passthrough)
 
+/* The core's answer for a device it does not serve (no virtual memory
+ * management, or no address reservation: core.h): the allocation goes to
+ * the real library instead, as if cudalloc were absent. */
+#define CA_NOT_SERVED CUDA_ERROR_NOT_SUPPORTED
+
 /* What a pass-through to the real library answers on the simulated device,
  * which has no real library behind it: `sim_error`. */
 #define CA_PASS_RT(sim_error, name, ...) \

@@ -290,3 +290,51 @@ Test(core_regressions, exit_while_other_threads_allocate) {
   void *p;
   cr_assert_eq(ca_malloc(&p, 4096, NULL, NULL), CUDA_ERROR_DEINITIALIZED, "no allocation after exit");
 }
+
+// ----------------------------------------------------------------------------
+// Devices cudalloc cannot serve
+// ----------------------------------------------------------------------------
+
+/* A device without virtual memory management (sim_no_vmm): cudalloc makes
+ * no VMM call, says so once, and answers CUDA_ERROR_NOT_SUPPORTED, which
+ * the shim passes to the real allocator (test_shim.c). Before the fix the
+ * core never asked: it reserved and mapped regardless (on a GPU every
+ * allocation then failed). The choice is pass-through, not classic mode:
+ * both modes map through the VMM API. */
+Test(core_regressions, a_device_without_vmm_is_passed_through, .init = cr_redirect_stderr) {
+  core_start("sim_no_vmm:true");
+  void *p = NULL;
+  for (int i = 0; i < 3; i++) cr_assert_eq(ca_malloc(&p, MiB, NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
+  cr_assert_eq(cudalloc_malloc(&p, MiB, 0), cudaErrorNotSupported, "the C API says so too");
+  cr_assert_null(p);
+  cr_assert_eq(ca_sim_calls(CA_OP_reserve) + ca_sim_calls(CA_OP_create), 0, "no VMM call was made");
+  cr_assert_eq(cudalloc_free_sync((void *)0x1000), cudaErrorInvalidValue, "a foreign pointer is not ours");
+  cr_assert_eq(ca_free_sync((void *)0x1000), CUDA_ERROR_NOT_FOUND, "so the shim passes its free through");
+  cr_assert_eq(stats0().num_allocs.total, 0, "its stats exist, all zero");
+  const char *err = captured_stderr();
+  cr_assert_eq(count_of(err, "no virtual memory management"), 1, "one line:\n%s", err);
+  cr_assert_eq(count_of(err, "cudalloc:"), 1, "and only that one:\n%s", err);
+}
+
+/* The reservation refused at every size (as under `ulimit -v`): before the
+ * fix every allocation failed with CUDA_ERROR_OUT_OF_MEMORY (and retried
+ * the reservation); now they pass through, with one line on stderr. */
+Test(core_regressions, a_refused_reservation_passes_the_device_through, .init = cr_redirect_stderr) {
+  core_start("sim_fail:reserve@1,sim_fail:reserve@2,sim_fail:reserve@3");
+  void *p = NULL;
+  for (int i = 0; i < 3; i++) cr_assert_eq(ca_malloc(&p, MiB, NULL, NULL), CUDA_ERROR_NOT_SUPPORTED);
+  cr_assert_eq(ca_sim_calls(CA_OP_reserve), 3, "4x, 2x and 1x the device, once");
+  cr_assert_eq(ca_sim_live_handles(0), 0);
+  const char *err = captured_stderr();
+  cr_assert_eq(count_of(err, "cannot reserve virtual addresses"), 1, "one line:\n%s", err);
+  cr_assert_eq(count_of(err, "cudalloc:"), 1, "and only that one:\n%s", err);
+  CHECK_CONSISTENT();
+}
+
+/* The guard of the two above: a device with VMM and a reservation is served. */
+Test(core_regressions, a_device_with_vmm_is_served) {
+  core_start("sim_no_vmm:false,sim_fail:reserve@1");
+  void *p;
+  cr_assert_eq(ca_malloc(&p, MiB, NULL, NULL), CUDA_SUCCESS, "a smaller reservation is enough");
+  cr_assert(cudalloc_owns(p));
+}

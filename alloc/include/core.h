@@ -25,7 +25,11 @@ bool ca_backend_is_simulated(void);
 int ca_device_current(void);
 
 /* Allocation on the calling thread's current device. caller is the call
- * site recorded for leak reports (a return address, or NULL). */
+ * site recorded for leak reports (a return address, or NULL).
+ * CUDA_ERROR_NOT_SUPPORTED: cudalloc does not serve the device (it lacks
+ * virtual memory management, or its address reservation failed; said once
+ * on stderr): the shim hands the call to the real allocator, whose
+ * pointers the frees then pass through as foreign (CUDA_ERROR_NOT_FOUND). */
 CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, void *caller);
 /* The same on device dev (-1: the current device). */
 CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, void *caller);
