@@ -4,7 +4,8 @@
  *   2. seal and poll fences: reuse what completed       (event calls)
  *   3. garbage collection above the threshold           (give back cache)
  *   4. grow: cached pages, pages moved out of free holes, new pages
- *   5. wait for pending frees, oldest first, retrying 1 and 4 after each
+ *   5. wait for pending frees, oldest first, until none is left,
+ *      retrying 1 and 4 after each that released memory
  *   6. give every cached page back and grow once more
  * and only then fails, with a report. */
 #include "blocks.h"
@@ -19,6 +20,9 @@
 #include "segments.h"
 #include "streams.h"
 #include "track.h"
+
+/* Written at exit by whichever thread runs the exit handlers. */
+static bool exited(void) { return __atomic_load_n(&ca_state.exited, __ATOMIC_ACQUIRE); }
 
 static ca_block_t *take(ca_device_t *d, size_t rounded, ca_stream_t stream) {
   return ca_pool_take(d, ca_pool_for(d, rounded), rounded, stream);
@@ -42,7 +46,11 @@ static ca_block_t *slow_path(ca_device_t *d, size_t rounded, ca_stream_t stream,
   if (ca_fences_poll(d) && (b = take(d, rounded, stream))) return b;
   collect_garbage(d);
   if ((b = grow_and_take(d, rounded, stream, rc))) return b;
-  while (ca_fences_wait_one(d) > 0) {
+  /* Until nothing is pending: the oldest fences are often empty, and what
+   * one releases may not be contiguous with what the request needs. */
+  size_t released;
+  while (ca_fences_wait_one(d, &released)) {
+    if (!released) continue;   /* nothing changed: no point searching again */
     if ((b = take(d, rounded, stream)) || (b = grow_and_take(d, rounded, stream, rc))) return b;
   }
   if (ca_trim(d, 0) && (b = grow_and_take(d, rounded, stream, rc))) return b;
@@ -88,7 +96,7 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_a
     *ptr = NULL;
     return CUDA_SUCCESS;
   }
-  if (ca_state.exited) return CUDA_ERROR_DEINITIALIZED;
+  if (exited()) return CUDA_ERROR_DEINITIALIZED;
   /* Not stream-ordered: nobody's pending blocks (stream NULL to take). */
   stream = kind == CA_ALLOC_ASYNC ? ca_stream_normal(stream) : NULL;
   ca_device_t *d;
@@ -139,11 +147,25 @@ static ca_queue_t *queue_for(ca_device_t *d, ca_block_t *b, ca_stream_t stream, 
   return q ? q : &d->epoch;
 }
 
+/* The live block that p is just past the end of (p is in its rounding
+ * padding, or where the next block starts), or NULL. */
+static const ca_block_t *just_past(const ca_block_t *b, uintptr_t p) {
+  if (b->state == CA_LIVE) return p >= b->addr + b->requested ? b : NULL;
+  const ca_block_t *prev = b->prev;
+  return b->addr == p && prev && prev->state == CA_LIVE ? prev : NULL;
+}
+
 static CUresult bad_free(ca_device_t *d, uintptr_t p) {
   ca_stat_add(&d->stats.num_bad_frees, 1);
   ca_segment_t *seg = ca_segment_of(d, p);
   ca_block_t *b = seg ? seg->first : NULL;
   while (b && !(p >= b->addr && p < b->addr + b->size)) b = b->next;
+  const ca_block_t *live = b ? just_past(b, p) : NULL;
+  if (live) {   /* a pointer one past an array, or a double free of the block after it */
+    ca_log("free of %p rejected: it is just past the end of the live block at %p (%zu bytes)%s; nothing was freed",
+           (void *)p, (void *)live->addr, live->requested, live == b ? "" : ", or a block already freed");
+    return CUDA_ERROR_INVALID_VALUE;
+  }
   const char *why = !b ? "outside every block"
                   : b->state == CA_LIVE ? "inside a live block (an interior pointer)"
                   : b->addr == p ? "a block already freed (a double free)"
@@ -154,7 +176,8 @@ static CUresult bad_free(ca_device_t *d, uintptr_t p) {
 
 static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
   if (!ptr) return CUDA_SUCCESS;
-  if (!ca_state.be || ca_state.exited) return ca_state.exited ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+  if (exited()) return CUDA_SUCCESS;
+  if (!ca_state.be) return CUDA_ERROR_NOT_FOUND;
   uintptr_t p = (uintptr_t)ptr;
   ca_device_t *d = ca_device_lock_owner(p);
   if (!d) return CUDA_ERROR_NOT_FOUND;
@@ -205,7 +228,8 @@ CUresult ca_address_range(const void *ptr, void **base, size_t *size) {
     ca_segment_t *seg = ca_segment_of(d, p);
     for (b = seg ? seg->first : NULL; b; b = b->next)
       if (p >= b->addr && p < b->addr + b->size) break;
-    if (b && b->state != CA_LIVE) b = NULL;
+    /* the rounding padding past what was asked for belongs to no range */
+    if (b && (b->state != CA_LIVE || p >= b->addr + b->requested)) b = NULL;
   }
   if (b) {
     if (base) *base = (void *)b->addr;

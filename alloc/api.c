@@ -104,9 +104,11 @@ cudaError_t cudalloc_get_stats(int device, cudalloc_stats_t *out) {
   if (!out) return cudaErrorInvalidValue;
   CUresult rc = ca_init(NULL);
   if (rc) return ca_cuda_error(rc);
-  if (device < 0 && (rc = ca_state.be->get_device(&device))) return ca_cuda_error(rc);
+  if (device < -1) return cudaErrorInvalidDevice;   /* only -1 names the current device */
+  if (device == -1 && (rc = ca_state.be->get_device(&device))) return ca_cuda_error(rc);
   ca_device_t *d;
-  if ((rc = ca_device_get(device, &d))) return ca_cuda_error(rc);
+  /* a device cudalloc does not serve has stats all the same: zeros */
+  if ((rc = ca_device_get(device, &d)) && rc != CUDA_ERROR_NOT_SUPPORTED) return ca_cuda_error(rc);
   pthread_mutex_lock(&d->lock);
   ca_stats_snapshot(d, out);
   pthread_mutex_unlock(&d->lock);

@@ -2,7 +2,14 @@
  * of two, CA_BINS_SL linear sub-bins within it, and a bitmap per level so
  * that finding the first non-empty bin above a size costs two bit scans.
  * Sizes are multiples of CA_MIN_BLOCK, so the linear first level covers
- * CA_MIN_BLOCK steps up to CA_BINS_SL * CA_MIN_BLOCK. */
+ * CA_MIN_BLOCK steps up to CA_BINS_SL * CA_MIN_BLOCK.
+ *
+ * A bin above the request's own holds only blocks large enough, so the
+ * search costs two bit scans and a short look for the tightest fit. The
+ * request's own bin mixes blocks too small with ones that fit: when the
+ * short look misses and no other bin serves, it is scanned whole, once,
+ * and its remembered bound (largest size) spares later requests it cannot
+ * serve another scan; a search never misses a block that fits. */
 #include "bins.h"
 
 #include <string.h>
@@ -46,6 +53,7 @@ void ca_bins_insert(ca_bins_t *bins, ca_block_t *b) {
   b->bin_next = bins->heads[fl][sl];
   if (b->bin_next) b->bin_next->bin_prev = b;
   bins->heads[fl][sl] = b;
+  if (b->size > bins->bound[fl][sl]) bins->bound[fl][sl] = b->size;
   bins->fl_bitmap |= 1ull << fl;
   bins->sl_bitmap[fl] |= 1u << sl;
   bins->count++;
@@ -62,6 +70,7 @@ void ca_bins_remove(ca_bins_t *bins, ca_block_t *b) {
   else bins->heads[fl][sl] = b->bin_next;
   if (b->bin_next) b->bin_next->bin_prev = b->bin_prev;
   if (!bins->heads[fl][sl]) {
+    bins->bound[fl][sl] = 0;
     bins->sl_bitmap[fl] &= ~(1u << sl);
     if (!bins->sl_bitmap[fl]) bins->fl_bitmap &= ~(1ull << fl);
   }
@@ -84,10 +93,12 @@ static bool next_bin(const ca_bins_t *bins, int *fl, int *sl) {
   return true;
 }
 
+#define SCAN_BUDGET 16
+
 /* Within one bin sizes differ, so scan a few entries for the tightest fit. */
 static ca_block_t *best_in_bin(ca_block_t *head, size_t min_size, size_t max_size) {
   ca_block_t *best = NULL;
-  int budget = 16;
+  int budget = SCAN_BUDGET;
   for (ca_block_t *b = head; b && budget--; b = b->bin_next) {
     if (b->size < min_size || b->size > max_size) continue;
     if (!best || b->size < best->size) best = b;
@@ -96,21 +107,39 @@ static ca_block_t *best_in_bin(ca_block_t *head, size_t min_size, size_t max_siz
   return best;
 }
 
-ca_block_t *ca_bins_find(const ca_bins_t *bins, size_t min_size, size_t max_size) {
+/* The whole bin, when the budget missed: the fit may sit behind many
+ * blocks too small (or too large) for the request. The scan leaves the
+ * bin's bound exact, so that the next request the bin cannot serve skips
+ * it without a scan. */
+static ca_block_t *scan_bin(ca_bins_t *bins, int fl, int sl, size_t min_size, size_t max_size) {
+  if (bins->bound[fl][sl] < min_size) return NULL;
+  ca_block_t *best = NULL;
+  size_t largest = 0;
+  for (ca_block_t *b = bins->heads[fl][sl]; b; b = b->bin_next) {
+    if (b->size > largest) largest = b->size;
+    if (b->size >= min_size && b->size <= max_size && (!best || b->size < best->size)) best = b;
+  }
+  bins->bound[fl][sl] = largest;
+  return best;
+}
+
+/* Every block of a bin above the request's own is large enough, so the
+ * first non-empty one serves it, unless its sizes reach past max_size.
+ * Only the request's own bin and that one may hide a fit past the scan
+ * budget; they are scanned whole, and only when nothing else fits. */
+ca_block_t *ca_bins_find(ca_bins_t *bins, size_t min_size, size_t max_size) {
   if (!bins->count) return NULL;
   int fl, sl;
   bin_of(min_size, &fl, &sl);
+  int own_fl = fl, own_sl = sl;
   /* The request's own bin may hold a closer fit than the next bin up. */
   ca_block_t *b = best_in_bin(bins->heads[fl][sl], min_size, max_size);
   if (b) return b;
   sl++;
-  while (next_bin(bins, &fl, &sl)) {
-    b = best_in_bin(bins->heads[fl][sl], min_size, max_size);
-    if (b) return b;
-    if (bin_floor(fl, sl) > max_size) return NULL; /* bins only grow from here */
-    sl++;
-  }
-  return NULL;
+  bool edge = next_bin(bins, &fl, &sl) && bin_floor(fl, sl) <= max_size;
+  if (edge && (b = best_in_bin(bins->heads[fl][sl], min_size, max_size))) return b;
+  if ((b = scan_bin(bins, own_fl, own_sl, min_size, max_size))) return b;
+  return edge ? scan_bin(bins, fl, sl, min_size, max_size) : NULL;
 }
 
 ca_block_t *ca_bins_largest(const ca_bins_t *bins) {

@@ -7,8 +7,9 @@
 void ca_bins_init(ca_bins_t *bins);
 void ca_bins_insert(ca_bins_t *bins, ca_block_t *b);
 void ca_bins_remove(ca_bins_t *bins, ca_block_t *b);
-/* The best-fitting block with min_size <= size <= max_size, or NULL. */
-ca_block_t *ca_bins_find(const ca_bins_t *bins, size_t min_size, size_t max_size);
+/* A block with min_size <= size <= max_size, the best fit among those it
+ * looks at; NULL only when there is none. */
+ca_block_t *ca_bins_find(ca_bins_t *bins, size_t min_size, size_t max_size);
 /* The largest block, or NULL. */
 ca_block_t *ca_bins_largest(const ca_bins_t *bins);
 /* Calls fn on every block, largest bins first; stops when fn returns false. */

@@ -86,6 +86,8 @@ static const conf_key_t keys[] = {
    "page size of the simulated device"},
   {"sim_events", KEY_CHOICE, FIELD(sim.events_manual), 0, 0, 0, 0, "auto|manual",
    "simulated events complete at once (auto) or when a test says (manual)"},
+  {"sim_no_vmm", KEY_BOOL, FIELD(sim.no_vmm), 0, 1, 0, 0, NULL,
+   "the simulated devices say they lack virtual memory management (cudalloc then passes them through)"},
   {"sim_fail", KEY_FAULTS, FIELD(sim.fail), 1, 1e15, 0, 0, NULL,
    "<op>@<k>: the k-th call of op fails (repeatable, at most " CA_STR(CA_BACKEND_MAX_FAULTS) ")"},
   {"sim_fail_rate", KEY_DOUBLE, FIELD(sim.fail_rate), 0, 1, 0, 0, NULL,

@@ -49,9 +49,18 @@ static CUresult reserve_regions(ca_device_t *d) {
   return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+/* A device cudalloc cannot serve: from now on its allocations go to the
+ * real allocator (ca_malloc returns CUDA_ERROR_NOT_SUPPORTED, which the
+ * shim passes through), said once. */
+static CUresult pass_through(ca_device_t *d, const char *why, CUresult rc) {
+  ca_log("device %d (%s): %s (error %d); its allocations go to the CUDA allocator, uncached", d->ordinal,
+         d->props.name, why, rc);
+  d->passthrough = true;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
 static CUresult setup_expandable(ca_device_t *d) {
-  CUresult rc = reserve_regions(d);
-  if (rc) return rc;
+  CUresult rc;
   size_t small = round_up(d->props.total_bytes, d->page);
   d->page_cache_cap = d->va_size / d->page;
   d->page_cache = calloc(d->page_cache_cap, sizeof *d->page_cache);
@@ -80,6 +89,13 @@ static CUresult device_setup(ca_device_t *d) {
     ca_bins_init(&d->pools[p].bins);
     ca_bins_init(&d->pools[p].holes);
   }
+  /* Both modes map through the VMM API; the address space may be capped
+   * (ulimit -v) below what expandable segments reserve. */
+  if (!d->props.vmm)
+    return pass_through(d, "no virtual memory management (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)",
+                        CUDA_ERROR_NOT_SUPPORTED);
+  if (ca_config.expandable_segments && (rc = reserve_regions(d)))
+    return pass_through(d, "cannot reserve virtual addresses for its memory (is `ulimit -v` set?)", rc);
   rc = ca_config.expandable_segments ? setup_expandable(d) : CUDA_SUCCESS;
   if (rc) {
     ca_device_teardown(d, true);
@@ -106,7 +122,8 @@ CUresult ca_device_get(int ordinal, ca_device_t **out) {
   CUresult rc = CUDA_SUCCESS;
   if (!__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) {
     pthread_mutex_lock(&d->lock);
-    if (!d->ready) rc = device_setup(d);
+    if (d->passthrough) rc = CUDA_ERROR_NOT_SUPPORTED;
+    else if (!d->ready) rc = device_setup(d);
     pthread_mutex_unlock(&d->lock);
   }
   *out = d;
@@ -151,7 +168,10 @@ void ca_each_device(void (*fn)(ca_device_t *, void *), void *arg) {
 }
 
 static void free_page_cache(ca_device_t *d, bool call_backend) {
-  for (size_t i = 0; call_backend && i < d->page_cache_count; i++) ca_state.be->release(d->page_cache[i]);
+  size_t lost = 0;
+  for (size_t i = 0; call_backend && i < d->page_cache_count; i++)
+    if (CA_CALL_TRYING(d, backend_release, ca_state.be->release(d->page_cache[i]))) lost++;
+  if (lost) ca_log("device %d: the driver kept refusing to release %zu pages; they are lost", d->ordinal, lost);
   free(d->page_cache);
   d->page_cache = NULL;
   d->page_cache_count = d->page_cache_cap = 0;
@@ -174,8 +194,11 @@ void ca_device_teardown(ca_device_t *d, bool call_backend) {
     ca_bins_init(&pool->bins);
     ca_bins_init(&pool->holes);
   }
+  ca_classic_teardown_leftovers(d, call_backend);
   free_page_cache(d, call_backend);
-  if (call_backend && d->va_size) CA_CALL(d, backend_va_free, ca_state.be->va_free(d->va_base, d->va_size));
+  if (call_backend && d->va_size &&
+      CA_CALL_TRYING(d, backend_va_free, ca_state.be->va_free(d->va_base, d->va_size)))
+    ca_log("device %d: the driver kept refusing to free the address reservation", d->ordinal);
   d->va_base = 0;
   d->va_size = 0;
   ca_ptrmap_free(&d->live);

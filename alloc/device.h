@@ -7,7 +7,10 @@
 
 /* true once ca_init has succeeded (and until shutdown). */
 bool ca_ready(void);
-/* The device structure of ordinal, set up on first use; NULL on error. */
+/* The device structure of ordinal, set up on first use; NULL on error.
+ * CUDA_ERROR_NOT_SUPPORTED: cudalloc does not serve this device (it lacks
+ * virtual memory management, or its address reservation failed), for the
+ * rest of the process; *out is still set. */
 CUresult ca_device_get(int ordinal, ca_device_t **out);
 /* The device whose memory contains ptr, locked; NULL when none. */
 ca_device_t *ca_device_lock_owner(uintptr_t ptr);

@@ -301,18 +301,23 @@ size_t ca_fences_poll(ca_device_t *d) {
   return bytes;
 }
 
-size_t ca_fences_wait_one(ca_device_t *d) {
-  if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) return 0;
+bool ca_fences_wait_one(ca_device_t *d, size_t *released) {
+  *released = 0;
+  if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) return false;
   ca_fences_seal(d);
   ca_queue_t *oldest = d->epoch.head ? &d->epoch : NULL;
   for (ca_queue_t *q = d->queues; q; q = q->next)
     if (q->head && (!oldest || q->head->seq < oldest->head->seq)) oldest = q;
-  if (!oldest) return 0;
+  if (!oldest) return false;
   ca_fence_t *f = oldest->head;
   for (int i = 0; i < f->nevents; i++) CA_CALL(d, backend_sync, ca_state.be->event_sync(f->events[i]));
   ca_stat_add(&d->stats.num_waits, 1);
-  /* A wait that completed nothing (a failing driver) ends the waiting. */
-  return ca_fences_poll(d);
+  /* A wait that did not complete the fence (a failing driver) ends the
+   * waiting; one that did is progress even when the fence held nothing
+   * (its blocks merged into a later batch, or went back to their stream). */
+  bool done = fence_done(d, f);
+  *released = ca_fences_poll(d);
+  return done;
 }
 
 // ----------------------------------------------------------------------------

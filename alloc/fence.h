@@ -28,10 +28,10 @@ ca_block_t *ca_queue_find_any(ca_device_t *d, ca_pool_t *pool, size_t size, size
 void ca_fences_seal(ca_device_t *d);
 /* Releases the blocks of every completed fence; returns bytes released. */
 size_t ca_fences_poll(ca_device_t *d);
-/* Waits for the oldest sealed fence (never during a capture); returns the
- * bytes that became free: 0 when there was nothing to wait for, or the
- * wait did not complete it. */
-size_t ca_fences_wait_one(ca_device_t *d);
+/* Waits for the oldest sealed fence (never during a capture) and releases
+ * what completed, *released bytes (an empty fence releases 0). Returns
+ * false when nothing was pending or the wait did not complete the fence. */
+bool ca_fences_wait_one(ca_device_t *d, size_t *released);
 void ca_fences_teardown(ca_device_t *d, bool call_backend);
 void ca_queue_stream_gone(ca_device_t *d, ca_stream_t stream);
 ca_stream_t ca_stream_normal(ca_stream_t stream);

@@ -82,7 +82,14 @@ static void release_cache(ca_device_t *d, size_t keep) {
 }
 
 void ca_region_teardown(ca_device_t *d, ca_segment_t *seg, bool call_backend) {
-  if (call_backend && seg->mapped) unmap_runs(d, seg, 0, seg->npages);
+  /* Unmapped pages join the page cache, which the device then releases;
+   * a page the driver keeps refusing to unmap is lost with its handle. */
+  CUresult rc = CUDA_SUCCESS;
+  for (int i = 0; call_backend && seg->mapped && seg->mapped_pages && i < CA_TEARDOWN_TRIES; i++)
+    rc = unmap_runs(d, seg, 0, seg->npages);
+  if (call_backend && seg->mapped_pages)
+    ca_log("device %d: the driver kept refusing to unmap %zu pages (error %d); they are lost", d->ordinal,
+           seg->mapped_pages, rc);
   ca_block_t *next;
   for (ca_block_t *b = seg->first; b; b = next) {
     next = b->next;
@@ -209,7 +216,7 @@ size_t ca_trim(ca_device_t *d, size_t target) {
     ca_steal_pages(d, now - target);
     release_cache(d, 0);
   }
-  if (!ca_config.expandable_segments && (size_t)d->stats.reserved_bytes.current > target)
+  if (!ca_config.expandable_segments && ((size_t)d->stats.reserved_bytes.current > target || d->leftovers))
     ca_classic_release_free(d);
   return before - (size_t)d->stats.reserved_bytes.current;
 }

@@ -117,6 +117,14 @@ void ca_report_leaks(FILE *f) {
 
 static double mib(double b) { return b / (1 << 20); }
 
+/* A leak's size: exact below 1 MiB (a 1000-byte leak is no "0.0 MiB"),
+ * else in MiB with the exact count. */
+static const char *leak_bytes(int64_t bytes, char *buf, size_t len) {
+  if (bytes < (1 << 20)) snprintf(buf, len, "%" PRId64 " bytes", bytes);
+  else snprintf(buf, len, "%.1f MiB (%" PRId64 " bytes)", mib((double)bytes), bytes);
+  return buf;
+}
+
 static void summary_of(ca_device_t *d, void *arg) {
   FILE *f = arg;
   cudalloc_stats_t s;
@@ -132,14 +140,16 @@ static void summary_of(ca_device_t *d, void *arg) {
           s.backend_reserve.total, s.backend_create.total, s.backend_map.total, s.backend_unmap.total,
           s.backend_release.total, s.backend_set_access.total, s.backend_event_record.total,
           s.num_page_moves.total);
-  fprintf(f, "cudalloc:     leaks: %" PRId64 " blocks, %.1f MiB still allocated at exit\n", s.num_live_blocks.current,
-          mib(s.requested_bytes.current));
+  char size[48];
+  fprintf(f, "cudalloc:     leaks: %" PRId64 " blocks, %s still allocated at exit\n", s.num_live_blocks.current,
+          leak_bytes(s.requested_bytes.current, size, sizeof size));
   site_t *sites;
   size_t n = live_sites(d, &sites);
   char where[512];
   for (size_t i = 0; i < n && i < 3; i++) {
     site_name(sites[i].pc, where, sizeof where);
-    fprintf(f, "cudalloc:       %.1f MiB in %" PRId64 " blocks from %s\n", mib(sites[i].bytes), sites[i].count, where);
+    fprintf(f, "cudalloc:       %s in %" PRId64 " blocks from %s\n", leak_bytes(sites[i].bytes, size, sizeof size),
+            sites[i].count, where);
   }
   free(sites);
 }

@@ -75,6 +75,7 @@ typedef struct ca_bins_s {
   uint64_t fl_bitmap;
   uint32_t sl_bitmap[CA_BINS_FL];
   ca_block_t *heads[CA_BINS_FL][CA_BINS_SL];
+  size_t bound[CA_BINS_FL][CA_BINS_SL];   /* no block of the bin is larger */
   size_t count;
   size_t bytes;
 } ca_bins_t;
@@ -99,6 +100,7 @@ struct ca_segment_s {
   ca_segment_t *prev, *next;    /* pool's segments */
   /* classic: the one physical handle behind the whole segment */
   bool classic;
+  uint8_t held;                 /* what the driver still holds (segments.c) */
   ca_phys_t handle;
   /* expandable: one handle per page, mapped on demand */
   size_t npages;
@@ -141,6 +143,7 @@ struct ca_device_s {
   pthread_mutex_t lock;
   int ordinal;
   bool ready;                   /* pools set up */
+  bool passthrough;             /* cudalloc cannot serve it (no VMM, no reservation) */
   ca_device_props_t props;
   size_t page;                  /* granularity */
   size_t limit;                 /* cap on reserved bytes */
@@ -164,6 +167,7 @@ struct ca_device_s {
   bool nonblocking_overflow;    /* more than fit: the epoch synchronizes */
   uint64_t peers;               /* bit p: device p enabled peer access to this memory */
   ca_block_t *spare_blocks;     /* recycled block structs */
+  ca_segment_t *leftovers;      /* classic segments the driver did not take back yet */
   cudalloc_stats_t stats;
 };
 
@@ -190,5 +194,16 @@ static inline void ca_stat_add(cudalloc_stat_t *s, int64_t delta) {
 
 /* A backend call counted in the device's stats. */
 #define CA_CALL(d, stat, expr) (ca_stat_add(&(d)->stats.stat, 1), (expr))
+/* Teardown gives memory back through transient driver errors: each call
+ * is tried this many times before the memory is written off (and said so). */
+#define CA_TEARDOWN_TRIES 4
+/* CA_CALL, tried up to CA_TEARDOWN_TRIES times while it fails. */
+#define CA_CALL_TRYING(d, stat, expr)                                                       \
+  ({                                                                                        \
+    CUresult rc_ = CUDA_SUCCESS;                                                            \
+    for (int try_ = 0; try_ < CA_TEARDOWN_TRIES && (rc_ = CA_CALL(d, stat, expr)); try_++) \
+      ;                                                                                     \
+    rc_;                                                                                    \
+  })
 
 #endif /* CUDALLOC_TYPES_H */

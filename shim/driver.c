@@ -27,7 +27,7 @@ static CUresult drv_malloc(CUdeviceptr *dptr, size_t size, ca_stream_t stream, c
 /* The core's answer rc (a variable), or the real driver's where cudalloc
  * does not serve. */
 #define DRV_SERVED(rc, name, ...) \
-  ((rc) == CUDA_ERROR_NOT_SUPPORTED ? CA_PASS_DRV(CUDA_ERROR_NOT_SUPPORTED, name, __VA_ARGS__) : (rc))
+  ((rc) == CA_NOT_SERVED ? CA_PASS_DRV(CUDA_ERROR_NOT_SUPPORTED, name, __VA_ARGS__) : (rc))
 
 // ----------------------------------------------------------------------------
 // Allocation

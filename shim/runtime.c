@@ -17,10 +17,10 @@
 // Allocation
 // ----------------------------------------------------------------------------
 
-/* The core's answer rc (a variable); CUDA_ERROR_NOT_SUPPORTED (a context
+/* The core's answer rc (a variable); CA_NOT_SERVED (a context or device
  * cudalloc does not serve) sends the call to the real runtime. */
 #define RT_SERVED(rc, name, ...) \
-  ((rc) == CUDA_ERROR_NOT_SUPPORTED ? CA_PASS_RT(cudaErrorNotSupported, name, __VA_ARGS__) : ca_rt_result(rc))
+  ((rc) == CA_NOT_SERVED ? CA_PASS_RT(cudaErrorNotSupported, name, __VA_ARGS__) : ca_rt_result(rc))
 
 CA_EXPORT cudaError_t cudaMalloc(void **ptr, size_t size) {
   CA_ENTER(CA_REAL_RT(cudaMalloc, ptr, size));
@@ -64,7 +64,7 @@ CA_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *out, struct cudaExtent
   size_t p = ca_pitch_of(extent.width);
   void *ptr = NULL;
   CUresult rc = ca_malloc(&ptr, ca_pitched_size(p, extent.height, extent.depth), NULL, CA_ALLOC_SYNC, CA_CALLER);
-  if (rc == CUDA_ERROR_NOT_SUPPORTED) return RT_SERVED(rc, cudaMalloc3D, out, extent);
+  if (rc == CA_NOT_SERVED) return RT_SERVED(rc, cudaMalloc3D, out, extent);
   cudaError_t err = ca_rt_result(rc);
   if (err == cudaSuccess)
     *out = (struct cudaPitchedPtr){.ptr = ptr, .pitch = p, .xsize = extent.width, .ysize = extent.height};

@@ -131,6 +131,12 @@ bool ca_shim_start(void);
   CA_GUARDED;                                                  \
   if (!ca_guard_outer() || !ca_shim_start()) return (passthrough)
 
+/* The core's answer for a call it does not serve (a program's own
+ * context; a device without virtual memory management or without its
+ * address reservation: core.h): the allocation goes to the real library
+ * instead, as if cudalloc were absent. */
+#define CA_NOT_SERVED CUDA_ERROR_NOT_SUPPORTED
+
 /* What a pass-through to the real library answers on the simulated device,
  * which has no real library behind it: `sim_error`. */
 #define CA_PASS_RT(sim_error, name, ...) \

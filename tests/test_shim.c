@@ -185,6 +185,23 @@ Test(preload, driver_api_through_cuGetProcAddress_and_dlsym) {
   shim_assert_ok(shim_prog("drvapi", fake_driver(), SIM ",quiet:true"), "drvapi");
 }
 
+/* A device without virtual memory management (the fake driver with
+ * FAKE_CUDA_NO_VMM=1, on backend:cuda): cuMemAlloc reaches the driver's
+ * own allocator, with one line on stderr. Before the fix the CUDA backend
+ * never asked the attribute and the core served the device regardless:
+ * "passthrough.c:45: check failed: d == FAKE_PTR". */
+Test(preload, a_device_without_vmm_passes_allocations_through) {
+  char env[1024], pre[512], cmd[1024];
+  shim_preload(pre, sizeof pre);
+  snprintf(env, sizeof env, "FAKE_CUDA_NO_VMM=1 LD_PRELOAD='%s' CUDALLOC_CONF='backend:cuda,quiet:true'", pre);
+  snprintf(cmd, sizeof cmd, "%s/progs/passthrough %s", shim_build(), fake_driver());
+  shim_run_t *r = shim_sh(env, cmd);
+  shim_assert_ok(r, "passthrough");
+  shim_assert_has(r, "no virtual memory management");
+  const char *second = strstr(r->out, "cudalloc:");
+  cr_assert(second && !strstr(second + 1, "cudalloc:"), "one line from cudalloc:\n%s", r->out);
+}
+
 Test(preload, driver_api_on_the_simulated_device_without_a_driver) {
   shim_assert_ok(shim_prog("drvapi", "-", SIM ",quiet:true"), "drvapi");
 }

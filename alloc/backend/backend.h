@@ -53,6 +53,9 @@ typedef void *ca_event_t;       /* an event, as the driver names it */
 
 typedef struct ca_device_props_s {
   size_t total_bytes;   /* physical memory of the device */
+  /* Virtual memory management (CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED):
+   * without it reserve/create/map cannot be used and granularity is 0. */
+  bool vmm;
   size_t granularity;   /* page size for reserve/create/map */
   char name[64];
 } ca_device_props_t;
@@ -90,6 +93,7 @@ typedef struct ca_backend_options_s {
   uint64_t capacity;            /* bytes per device */
   uint64_t granularity;         /* bytes */
   bool events_manual;
+  bool no_vmm;                  /* the devices say they lack virtual memory management */
   ca_fault_spec_t fail[CA_BACKEND_MAX_FAULTS];
   unsigned fail_count;
   double fail_rate;

@@ -45,6 +45,7 @@
   X(device_get, "cuDeviceGet", PFN_cuDeviceGet_v2000)                          \
   X(device_total_mem, "cuDeviceTotalMem", PFN_cuDeviceTotalMem_v3020)          \
   X(device_get_name, "cuDeviceGetName", PFN_cuDeviceGetName_v2000)             \
+  X(device_get_attribute, "cuDeviceGetAttribute", PFN_cuDeviceGetAttribute_v2000) \
   X(primary_retain, "cuDevicePrimaryCtxRetain", PFN_cuDevicePrimaryCtxRetain_v7000) \
   X(ctx_get_current, "cuCtxGetCurrent", PFN_cuCtxGetCurrent_v4000)             \
   X(ctx_set_current, "cuCtxSetCurrent", PFN_cuCtxSetCurrent_v4000)             \
@@ -340,7 +341,12 @@ static CUresult cuda_device_props(int dev, ca_device_props_t *props) {
   memset(props, 0, sizeof *props);
   CUresult rc = drv.device_total_mem(&props->total_bytes, g.dev[dev]);
   if (rc == CUDA_SUCCESS) rc = drv.device_get_name(props->name, (int)sizeof props->name - 1, g.dev[dev]);
-  if (rc == CUDA_SUCCESS) rc = granularity(dev, &props->granularity);
+  int vmm = 0;
+  if (rc == CUDA_SUCCESS)
+    rc = drv.device_get_attribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, g.dev[dev]);
+  props->vmm = vmm != 0;
+  /* Without VMM there is no allocation granularity to ask for. */
+  if (rc == CUDA_SUCCESS && props->vmm) rc = granularity(dev, &props->granularity);
   return rc;
 }
 

@@ -35,9 +35,12 @@ typedef enum { CA_ALLOC_SYNC, CA_ALLOC_ASYNC } ca_alloc_kind_t;
  * streams and for CA_ALLOC_SYNC). caller is the call site recorded for leak
  * reports (a return address, or NULL). A stream-ordered call on a stream
  * that is unknown, destroyed or garbage returns CUDA_ERROR_INVALID_HANDLE
- * and changes nothing. CUDA_ERROR_NOT_SUPPORTED: the calling thread's
- * context (or the stream's) is not one cudalloc serves (a program's own
- * cuCtxCreate, backend.h): the shim hands the call to the real allocator. */
+ * and changes nothing. CUDA_ERROR_NOT_SUPPORTED: cudalloc does not serve
+ * the call: the calling thread's context (or the stream's) is not one it
+ * serves (a program's own cuCtxCreate, backend.h), or the device lacks
+ * virtual memory management, or its address reservation failed (said once
+ * on stderr). The shim then hands the call to the real allocator, whose
+ * pointers the frees pass through as foreign (CUDA_ERROR_NOT_FOUND). */
 CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind, void *caller);
 /* The same on device dev (-1: as ca_malloc); a stream of another device
  * is CUDA_ERROR_INVALID_HANDLE. */

@@ -56,7 +56,10 @@ CUDALLOC_API void cudalloc_shutdown(void);
 /* Stream-ordered allocation on the stream's device (the current device for
  * the default streams). size 0 succeeds and returns a pointer that may be
  * freed. A stream handle that is unknown, destroyed or garbage gets
- * cudaErrorInvalidResourceHandle and changes nothing. */
+ * cudaErrorInvalidResourceHandle and changes nothing. cudaErrorNotSupported:
+ * cudalloc does not serve this device (no virtual memory management, or its
+ * address reservation failed, said once on stderr); allocate with
+ * cudaMalloc. */
 CUDALLOC_API cudaError_t cudalloc_malloc(void **ptr, size_t size, cudaStream_t stream);
 
 /* Stream-ordered free: the block is reusable at once by allocations on

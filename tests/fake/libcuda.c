@@ -35,6 +35,7 @@
  *   FAKE_CUDA_MISSING=<sym>   cuGetProcAddress does not know <sym>
  *   FAKE_CUDA_INIT_DELAY_MS=n cuInit takes n milliseconds (a caller holds
  *                             its locks that long)
+ *   FAKE_CUDA_NO_VMM=1        no device supports virtual memory management
  */
 #include <cuda.h>
 #include <pthread.h>
@@ -168,6 +169,15 @@ API CUresult cuDeviceGet(CUdevice *d, int ordinal) {
 }
 
 API CUresult cuDeviceTotalMem_v2(size_t *b, CUdevice d) { ENTER(); (void)d; *b = TOTAL; return CUDA_SUCCESS; }
+
+/* The one attribute the backend asks for: virtual memory management. */
+API CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
+  ENTER();
+  if (d < 0 || d >= NDEV) return CUDA_ERROR_INVALID_DEVICE;
+  if (a != CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) return CUDA_ERROR_INVALID_VALUE;
+  *v = !getenv("FAKE_CUDA_NO_VMM");
+  return CUDA_SUCCESS;
+}
 
 API CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
   ENTER();
@@ -533,6 +543,7 @@ static const struct { const char *name; int version; int ptsz; void *fn; } entri
     {"cuDeviceGet", 2000, 0, (void *)cuDeviceGet},
     {"cuDeviceTotalMem", 3020, 0, (void *)cuDeviceTotalMem_v2},
     {"cuDeviceGetName", 2000, 0, (void *)cuDeviceGetName},
+    {"cuDeviceGetAttribute", 2000, 0, (void *)cuDeviceGetAttribute},
     {"cuDevicePrimaryCtxRetain", 7000, 0, (void *)cuDevicePrimaryCtxRetain},
     {"cuCtxGetCurrent", 4000, 0, (void *)cuCtxGetCurrent},
     {"cuCtxSetCurrent", 4000, 0, (void *)cuCtxSetCurrent},

@@ -137,6 +137,7 @@ static CUresult start_locked(const ca_backend_options_t *o) {
       return rc;
     }
   }
+  ca_sim.no_vmm = o->no_vmm;
   STORE(&ca_sim.ndev, (int)ndev);
   STORE(&ca_sim.started, 1);
   return CUDA_SUCCESS;
@@ -258,7 +259,8 @@ static CUresult device_props_locked(int dev, ca_device_props_t *props) {
   if (!ca_sim_valid_device(dev)) return ca_sim_violation(CUDA_ERROR_INVALID_DEVICE);
   memset(props, 0, sizeof *props);
   props->total_bytes = ca_sim.dev[dev].capacity;
-  props->granularity = ca_sim.dev[dev].gran;
+  props->vmm = !ca_sim.no_vmm;
+  props->granularity = props->vmm ? ca_sim.dev[dev].gran : 0;
   snprintf(props->name, sizeof props->name, "cudalloc simulated device %d", dev);
   return CUDA_SUCCESS;
 }

@@ -135,6 +135,7 @@ typedef struct sim_state_s {
   unsigned gen;                 /* atomic: bumped at teardown, resets thread state */
   bool armed;                   /* controls from the configuration applied */
   bool manual;                  /* events complete when a test says */
+  bool no_vmm;                  /* device_props says: no virtual memory management */
   sim_device_t dev[SIM_MAX_DEVICES];
   sim_resv_t *resv;             /* sorted by va */
   size_t nresv, resv_cap;
