@@ -78,8 +78,18 @@ Test(preload, capture_never_waits_and_passes_allocations_through) {
 Test(preload, exit_summary_on_stderr) {
   shim_run_t *r = shim_prog("alloc_basic", NULL, SIM);
   shim_assert_ok(r, "alloc_basic");
-  shim_assert_has(r, "cudalloc: summary (backend sim");
+  shim_assert_has(r, "cudalloc: summary (backend sim, expandable segments), version 0.2.0, config: backend:sim\n");
   shim_assert_has(r, "leaks: 0 blocks");
+}
+
+/* stdout into a pipe is fully buffered: without the flush before the
+ * summary, "alloc_basic: ok" came after it (seen before the fix). */
+Test(preload, exit_summary_after_the_programs_output_in_a_pipe) {
+  shim_run_t *r = shim_prog("alloc_basic", NULL, SIM);
+  shim_assert_ok(r, "alloc_basic");
+  const char *ok = strstr(r->out, "alloc_basic: ok"), *summary = strstr(r->out, "cudalloc: summary");
+  cr_assert_not_null(summary, "%s", r->out);
+  cr_assert_lt(ok, summary, "the summary came before the program's output:\n%s", r->out);
 }
 
 Test(preload, quiet_silences_the_summary) {
