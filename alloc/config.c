@@ -478,7 +478,7 @@ static void format_value(const ca_config_t *cfg, const conf_key_t *k, text_t *t,
     else put(t, "%llu", (unsigned long long)(b / k->unit));
     break;
   }
-  case KEY_DOUBLE: put(t, "%g", *(const double *)field); break;
+  case KEY_DOUBLE: put(t, "%.15g", *(const double *)field); break;   /* reads back as written */
   case KEY_STRING: put(t, "%s", field); break;
   case KEY_FAULTS:
     for (unsigned i = 0; i < cfg->sim.fail_count; i++)

@@ -121,6 +121,29 @@ Test(preload, without_a_driver_calls_pass_through) {
   shim_assert_has(r, "cudaErrorInsufficientDriver");
 }
 
+/* CUDALLOC_CONF=help alone: the keys on stderr, then the defaults, as if
+ * CUDALLOC_CONF were unset (here, without a driver: cudalloc steps aside). */
+Test(preload, help_alone_then_the_defaults) {
+  if (driver_present()) cr_skip_test("a CUDA driver is present");
+  shim_run_t *r = shim_prog("alloc_basic", NULL, "help");
+  cr_assert_eq(r->status, 1, "expected the clean failure of the defaults (exit 1), got %d:\n%s", r->status, r->out);
+  shim_assert_has(r, "every key, its default and its meaning");
+  shim_assert_has(r, "CUDA backend unavailable");
+  shim_assert_has(r, "cudaErrorInsufficientDriver");
+}
+
+/* PyTorch's variable under the preload: one line, at the start. */
+Test(preload, a_pytorch_setting_is_said_not_to_apply) {
+  char env[1024], pre[512], cmd[512];
+  shim_preload(pre, sizeof pre);
+  snprintf(env, sizeof env, "LD_PRELOAD='%s' CUDALLOC_CONF=" SIM ",quiet:true PYTORCH_ALLOC_CONF=max_split_size_mb:64", pre);
+  snprintf(cmd, sizeof cmd, "%s/progs/alloc_basic", shim_build());
+  shim_run_t *r = shim_sh(env, cmd);
+  shim_assert_ok(r, "alloc_basic");
+  shim_assert_has(r, "cudalloc: PYTORCH_ALLOC_CONF is set, but cudalloc serves this process's device memory: "
+                     "PyTorch's own setting no longer applies; cudalloc would honour its keys max_split_size_mb");
+}
+
 // ----------------------------------------------------------------------------
 // The driver API, dlsym and cuGetProcAddress
 // ----------------------------------------------------------------------------

@@ -12,6 +12,8 @@
 
 #include <unistd.h>
 
+#include "stderr_capture.h"
+
 static char dir[] = "/tmp/cudalloc-static-XXXXXX";
 
 static void make_dir(void) { cr_assert_not_null(mkdtemp(dir)); }
@@ -89,4 +91,25 @@ Test(static_lib, quiet_silences_summary_and_shutdown_leaks) {
   shim_assert_ok(r, "static_app");
   shim_assert_lacks(r, "cudalloc:");
   shim_assert_lacks(r, "=========");
+}
+
+/* CUDALLOC_CONF=help: the keys on stderr, then the program runs as usual. */
+Test(static_lib, help_lists_the_keys_then_the_program_runs) {
+  shim_run_t *r = run_static("-u LD_PRELOAD CUDALLOC_CONF=help,backend:sim", NULL);
+  shim_assert_ok(r, "static_app");
+  shim_assert_has(r, "cudalloc: CUDALLOC_CONF=key:value,key:value; every key, its default and its meaning:\n");
+  shim_assert_has(r, "  sim_capacity_mb                1024\n");
+  shim_assert_has(r, "config: backend:sim\n");
+}
+
+/* In a process cudalloc serves, PyTorch's variable gets one line. */
+Test(static_lib, a_pytorch_setting_is_said_not_to_apply) {
+  shim_run_t *r = run_static("-u LD_PRELOAD CUDALLOC_CONF=backend:sim,quiet:true "
+                             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True,pinned_use_cuda_host_register:True",
+                             NULL);
+  shim_assert_ok(r, "static_app");
+  shim_assert_has(r, "cudalloc: PYTORCH_CUDA_ALLOC_CONF is set, but cudalloc serves this process's device memory: "
+                     "PyTorch's own setting no longer applies; cudalloc would honour its keys expandable_segments "
+                     "under CUDALLOC_CONF (same names)\n");
+  cr_assert_eq(count_of(r->out, "PYTORCH"), 1, "one line:\n%s", r->out);
 }
