@@ -6,10 +6,10 @@
 #include "config.h"
 
 #include <ctype.h>
-#include <stdarg.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
