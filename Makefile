@@ -84,7 +84,7 @@ PC_PRIVATE := -L$(CUDA_LIBDIR) $(LIBS)
 .PHONY: all lib run deps test test-asan test-tsan bench clean cuda install uninstall
 all: lib
 
-lib: $(LIB_SO) $(LIB_A) $(HEADER) $(PCFILE) $(PCFILE_UNINSTALLED)
+lib: $(LIB_SO) $(BUILD)/$(LIB_SO_NAME) $(LIB_A) $(HEADER) $(PCFILE) $(PCFILE_UNINSTALLED)
 
 $(BUILD)/obj/alloc/%.o: alloc/%.c
 	@mkdir -p $(@D)
@@ -134,9 +134,19 @@ define pc_file
 	  'Cflags: -I$${includedir} -I$(CUDA_HOME)/include' \
 	  'Libs: -L$${libdir} -lcudalloc' 'Libs.private: $(PC_PRIVATE)' > $@
 endef
-$(PCFILE): Makefile alloc/include/cudalloc.h
+# A directory under the prefix is written relative to ${prefix}, so that
+# `pkg-config --define-prefix` can move it (a DESTDIR tree, a relocated install).
+under_prefix = $(if $(filter $(PREFIX)/%,$(1)),$${prefix}/$(patsubst $(PREFIX)/%,%,$(1)),$(1))
+# The install directories the installed .pc names, remembered so that
+# `make install PREFIX=...` after a plain `make` rewrites it.
+INSTALL_DIRS := $(BUILD)/install-dirs
+$(INSTALL_DIRS): FORCE
 	@mkdir -p $(@D)
-	$(call pc_file,$(PREFIX),$${prefix}/$(patsubst $(PREFIX)/%,%,$(LIBDIR)),$${prefix}/$(patsubst $(PREFIX)/%,%,$(INCLUDEDIR)))
+	@echo '$(PREFIX) $(LIBDIR) $(INCLUDEDIR)' | cmp -s - $@ || echo '$(PREFIX) $(LIBDIR) $(INCLUDEDIR)' > $@
+FORCE:
+$(PCFILE): Makefile alloc/include/cudalloc.h $(INSTALL_DIRS)
+	@mkdir -p $(@D)
+	$(call pc_file,$(PREFIX),$(call under_prefix,$(LIBDIR)),$(call under_prefix,$(INCLUDEDIR)))
 $(PCFILE_UNINSTALLED): Makefile alloc/include/cudalloc.h
 	@mkdir -p $(@D)
 	$(call pc_file,$(abspath $(BUILD)),$${prefix},$${prefix}/include)
@@ -178,7 +188,12 @@ $(BUILD)/tests/%: tests/%.c $(LIB_TEST_A) $(KERNEL_LIB) $(wildcard tests/*.h) $(
 
 $(BUILD)/progs/%: tests/progs/%.c $(wildcard tests/progs/*.h) $(HEADER)
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) -Itests/progs $< -o $@ $(CUDART) $(LIBS)
+	$(CC) $(APP_CFLAGS) -Itests/progs $< -o $@ $(PROG_LIBS) $(CUDART) $(LIBS)
+
+# The one program linked with libcudalloc.a instead of run under the preload
+# (tests/test_static.c); a sanitized archive needs its sanitizer's runtime.
+$(BUILD)/progs/static_app: $(LIB_A)
+$(BUILD)/progs/static_app: PROG_LIBS = $(LIB_A) $(SANFLAGS)
 
 # The test dependencies (Criterion, jemalloc): installed with apt-get when
 # missing and allowed, else named.

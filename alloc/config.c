@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -98,6 +99,20 @@ static const conf_key_t keys[] = {
    "<op>@<us>: every call of op takes this long (repeatable)"},
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+/* Values that PyTorch's PYTORCH_CUDA_ALLOC_CONF gives a key that cudalloc
+ * also has, with another meaning: refused with a warning that says both. */
+static const struct foreign_value_s {
+  const char *key, *values, *meaning;
+} foreign_values[] = {
+  {"backend", "native|cudaMallocAsync",
+   "is PyTorch's choice of its own allocator; in cudalloc, backend is the device cudalloc allocates from"},
+};
+
+/* PyTorch's keys that cudalloc has too, with the same name and meaning. */
+static const char *const pytorch_shared_keys[] = {
+  "expandable_segments", "max_split_size_mb", "garbage_collection_threshold", "roundup_power2_divisions",
+};
 
 void ca_config_defaults(ca_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -332,16 +347,38 @@ static void warn_unknown(FILE *out, view_t key) {
   put_view(out, key);
   fputs("'; valid keys:", out);
   for (size_t i = 0; i < NKEYS; i++) fprintf(out, "%s %s", i ? "," : "", keys[i].name);
-  fputc('\n', out);
+  fputs(" (CUDALLOC_CONF=help describes them)\n", out);
+}
+
+static const struct foreign_value_s *foreign_value(const conf_key_t *k, view_t v) {
+  for (size_t i = 0; i < sizeof foreign_values / sizeof *foreign_values; i++)
+    if (strcmp(foreign_values[i].key, k->name) == 0 && parse_choice(v, foreign_values[i].values) >= 0)
+      return &foreign_values[i];
+  return NULL;
 }
 
 static void warn_value(FILE *out, const conf_key_t *k, view_t v, const char *why) {
   if (!out) return;
   char exp[512];
   expected(k, exp, sizeof exp);
+  const struct foreign_value_s *f = foreign_value(k, v);
+  if (f) {
+    fprintf(out, "cudalloc: CUDALLOC_CONF: '%s:", k->name);
+    put_view(out, v);
+    fprintf(out, "' %s (expected %s); keeping the default\n", f->meaning, exp);
+    return;
+  }
   fprintf(out, "cudalloc: CUDALLOC_CONF: %s '", why);
   put_view(out, v);
   fprintf(out, "' for key '%s' (expected %s); keeping the default\n", k->name, exp);
+}
+
+static void print_help(FILE *out) {
+  if (!out) return;
+  ca_config_t defaults;
+  ca_config_defaults(&defaults);
+  fputs("cudalloc: CUDALLOC_CONF=key:value,key:value; every key, its default and its meaning:\n", out);
+  ca_config_print(&defaults, out);
 }
 
 static void warn_missing(FILE *out, const conf_key_t *k) {
@@ -357,6 +394,10 @@ static int parse_item(ca_config_t *cfg, view_t item, FILE *out) {
   if (item.n == 0) return 0;                       /* tolerate "a:b,,c:d" and a trailing comma */
   const char *colon = memchr(item.p, ':', item.n);
   view_t key = view_trim((view_t){item.p, colon ? (size_t)(colon - item.p) : item.n});
+  if (view_eq(key, "help")) {   /* not a setting: the program goes on with the others */
+    print_help(out);
+    return 0;
+  }
   for (size_t i = 0; i < NKEYS; i++) {
     if (!view_eq(key, keys[i].name)) continue;
     if (!colon) {
@@ -431,38 +472,53 @@ int ca_config_load(const char *conf) {
 }
 
 // ----------------------------------------------------------------------------
-// Printing and report paths
+// Printing: every key, and what differs from the defaults
 // ----------------------------------------------------------------------------
 
-static void print_value(const ca_config_t *cfg, const conf_key_t *k, FILE *out) {
+/* A bounded string being appended to: never overflows, always terminated. */
+typedef struct { char *p; size_t cap, n; } text_t;
+
+static void put(text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(text_t *t, const char *fmt, ...) {
+  if (t->n + 1 >= t->cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int m = vsnprintf(t->p + t->n, t->cap - t->n, fmt, ap);
+  va_end(ap);
+  if (m > 0) t->n = t->n + (size_t)m < t->cap ? t->n + (size_t)m : t->cap - 1;
+}
+
+/* The value of k in cfg. Repeatable keys: one "op@n" per entry, each
+ * preceded by `each` ("" the first time, so "a@1 b@2" or "k:a@1,k:b@2"). */
+static void format_value(const ca_config_t *cfg, const conf_key_t *k, text_t *t, const char *each) {
   const char *field = (const char *)cfg + k->offset;
   switch (k->kind) {
-  case KEY_BOOL: fputs(*(const bool *)field ? "true" : "false", out); break;
+  case KEY_BOOL: put(t, "%s", *(const bool *)field ? "true" : "false"); break;
   case KEY_CHOICE: {
     uint64_t idx = load_uint(field, k->size);
     const char *c = k->choices;
     for (uint64_t i = 0; i < idx && c; i++) c = strchr(c, '|') + 1;
-    fprintf(out, "%.*s", (int)strcspn(c, "|"), c);
+    put(t, "%.*s", (int)strcspn(c, "|"), c);
     break;
   }
-  case KEY_UINT: fprintf(out, "%llu", (unsigned long long)load_uint(field, k->size)); break;
+  case KEY_UINT: put(t, "%llu", (unsigned long long)load_uint(field, k->size)); break;
   case KEY_BYTES: {
     uint64_t b = *(const uint64_t *)field;
-    if (b == UINT64_MAX) fputs("unlimited", out);
-    else fprintf(out, "%llu", (unsigned long long)(b / k->unit));
+    if (b == UINT64_MAX) put(t, "unlimited");
+    else put(t, "%llu", (unsigned long long)(b / k->unit));
     break;
   }
-  case KEY_DOUBLE: fprintf(out, "%g", *(const double *)field); break;
-  case KEY_STRING: fputs(field, out); break;
+  case KEY_DOUBLE: put(t, "%.15g", *(const double *)field); break;   /* reads back as written */
+  case KEY_STRING: put(t, "%s", field); break;
   case KEY_FAULTS:
     for (unsigned i = 0; i < cfg->sim.fail_count; i++)
-      fprintf(out, "%s%s@%llu", i ? " " : "", ca_backend_op_name(cfg->sim.fail[i].op),
-              (unsigned long long)cfg->sim.fail[i].nth);
+      put(t, "%s%s@%llu", i ? each : "", ca_backend_op_name(cfg->sim.fail[i].op),
+          (unsigned long long)cfg->sim.fail[i].nth);
     break;
   case KEY_LATENCY:
     for (int op = 0, first = 1; op < CA_OP_COUNT; op++)
       if (cfg->sim.latency_us[op]) {
-        fprintf(out, "%s%s@%u", first ? "" : " ", ca_backend_op_name(op), cfg->sim.latency_us[op]);
+        put(t, "%s%s@%u", first ? "" : each, ca_backend_op_name(op), cfg->sim.latency_us[op]);
         first = 0;
       }
     break;
@@ -471,11 +527,89 @@ static void print_value(const ca_config_t *cfg, const conf_key_t *k, FILE *out) 
 
 void ca_config_print(const ca_config_t *cfg, FILE *out) {
   for (size_t i = 0; i < NKEYS; i++) {
-    fprintf(out, "  %-30s ", keys[i].name);
-    print_value(cfg, &keys[i], out);
-    fprintf(out, "\n  %-30s   %s\n", "", keys[i].doc);
+    char buf[1024];
+    text_t t = {buf, sizeof buf, 0};
+    buf[0] = 0;
+    format_value(cfg, &keys[i], &t, " ");
+    fprintf(out, "  %-30s %s\n  %-30s   %s\n", keys[i].name, buf, "", keys[i].doc);
   }
 }
+
+static bool differs(const ca_config_t *a, const ca_config_t *b, const conf_key_t *k) {
+  const char *x = (const char *)a + k->offset, *y = (const char *)b + k->offset;
+  switch (k->kind) {
+  case KEY_STRING: return strcmp(x, y) != 0;
+  case KEY_DOUBLE: return *(const double *)x != *(const double *)y;
+  case KEY_FAULTS: return a->sim.fail_count != b->sim.fail_count || memcmp(x, y, k->size) != 0;
+  default: return memcmp(x, y, k->size) != 0;
+  }
+}
+
+size_t ca_config_changed(const ca_config_t *cfg, char *buf, size_t cap) {
+  ca_config_t defaults;
+  ca_config_defaults(&defaults);
+  text_t t = {buf, cap, 0};
+  if (cap) buf[0] = 0;
+  for (size_t i = 0; i < NKEYS; i++) {
+    if (!differs(cfg, &defaults, &keys[i])) continue;
+    char each[CA_CONFIG_NAME_MAX + 24];
+    snprintf(each, sizeof each, ",%s:", keys[i].name);
+    put(&t, "%s", each + (t.n == 0));   /* no comma before the first */
+    format_value(cfg, &keys[i], &t, each);
+  }
+  return t.n;
+}
+
+// ----------------------------------------------------------------------------
+// PyTorch's settings in a process cudalloc serves
+// ----------------------------------------------------------------------------
+
+static bool is_shared_with_pytorch(view_t key) {
+  for (size_t i = 0; i < sizeof pytorch_shared_keys / sizeof *pytorch_shared_keys; i++)
+    if (view_eq(key, pytorch_shared_keys[i])) return true;
+  return false;
+}
+
+/* One line for PyTorch's variable `name` (value conf): which of its keys
+ * cudalloc would honour under CUDALLOC_CONF. */
+static void note_pytorch(FILE *out, const char *name, const char *conf) {
+  char honoured[256], refused[256];
+  text_t h = {honoured, sizeof honoured, 0}, r = {refused, sizeof refused, 0};
+  honoured[0] = refused[0] = 0;
+  for (const char *p = conf;;) {
+    const char *comma = item_end(p);
+    view_t item = view_trim((view_t){p, comma ? (size_t)(comma - p) : strlen(p)});
+    const char *colon = memchr(item.p, ':', item.n);
+    view_t key = view_trim((view_t){item.p, colon ? (size_t)(colon - item.p) : item.n});
+    if (key.n && is_shared_with_pytorch(key)) {
+      ca_config_t scratch;
+      ca_config_defaults(&scratch);
+      text_t *to = parse_item(&scratch, item, NULL) == 0 ? &h : &r;
+      put(to, "%s%.*s", to->n ? ", " : "", (int)key.n, key.p);
+    }
+    if (!comma) break;
+    p = comma + 1;
+  }
+  fprintf(out, "cudalloc: %s is set, but cudalloc serves this process's device memory: PyTorch's own setting "
+               "no longer applies; ",
+          name);
+  if (h.n) fprintf(out, "cudalloc would honour its keys %s under CUDALLOC_CONF (same names)", honoured);
+  else fputs("none of its keys is one cudalloc would honour under CUDALLOC_CONF", out);
+  if (r.n) fprintf(out, "; not with the values given there: %s", refused);
+  fputc('\n', out);
+}
+
+void ca_config_note_pytorch_env(FILE *out) {
+  static const char *const vars[] = {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"};
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+    const char *conf = ca_getenv(vars[i]);
+    if (conf) note_pytorch(out, vars[i], conf);
+  }
+}
+
+// ----------------------------------------------------------------------------
+// Report paths
+// ----------------------------------------------------------------------------
 
 static const char *rank_string(void) {
   const char *r = ca_getenv("RANK");

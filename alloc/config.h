@@ -56,8 +56,20 @@ int ca_config_load(const char *conf);
  * it works before libc has finished starting (under preload). */
 const char *ca_getenv(const char *name);
 
-/* Every key with its current value and description. */
+/* Every key with its current value and description (CUDALLOC_CONF=help
+ * prints it with the defaults). */
 void ca_config_print(const ca_config_t *cfg, FILE *out);
+
+/* The keys of cfg that differ from the defaults, in CUDALLOC_CONF's syntax
+ * ("backend:sim,sim_fail:map@2,sim_fail:unmap@1"; "" when none), cut to fit
+ * cap. Returns the length written. */
+size_t ca_config_changed(const ca_config_t *cfg, char *buf, size_t cap);
+
+/* One line on out for each of PyTorch's allocator variables that is set
+ * (PYTORCH_CUDA_ALLOC_CONF, PYTORCH_ALLOC_CONF): PyTorch's own setting no
+ * longer applies, and which of its keys cudalloc would honour under
+ * CUDALLOC_CONF. */
+void ca_config_note_pytorch_env(FILE *out);
 
 /* Expands %p (pid) and %r (rank, from RANK or OMPI_COMM_WORLD_RANK) in a
  * report path template. Returns false when the result does not fit. */

@@ -25,6 +25,22 @@ static void load_config_locked(const char *conf) {
   config_loaded = true;
 }
 
+/* Once per process, at the core's first successful start (a fork child
+ * inherits both):
+ * - the exit report is armed here, not by the preload shim, so that a
+ *   program linked with libcudalloc.a gets it as a preloaded one does.
+ *   atexit handlers run before the ELF destructors, so the driver (libcuda,
+ *   whose destructor tears it down) is still there; and handlers registered
+ *   earlier (a CUDA program's module registration, made by its
+ *   constructors) run after ours;
+ * - a PyTorch allocator setting in the environment is said not to apply. */
+static pthread_once_t first_start_once = PTHREAD_ONCE_INIT;
+static void at_exit(void);
+static void first_start(void) {
+  atexit(at_exit);
+  ca_config_note_pytorch_env(stderr);
+}
+
 static CUresult start(const char *conf) {
   load_config_locked(conf);
   const ca_backend_t *be = ca_backend_find(ca_config.backend);
@@ -36,6 +52,7 @@ static CUresult start(const char *conf) {
   if (rc) return rc;
   ca_state.ndevices = n > CA_MAX_DEVICES ? CA_MAX_DEVICES : n;
   ca_state.be = be;
+  pthread_once(&first_start_once, first_start);
   return CUDA_SUCCESS;
 }
 
@@ -83,6 +100,7 @@ static void drop_devices(bool call_backend) {
 void cudalloc_shutdown(void) {
   pthread_mutex_lock(&init_lock);
   if (ca_state.init == CA_INIT_OK) {
+    ca_report_shutdown();   /* live blocks are leaks: reported, not freed */
     drop_devices(true);
     ca_state.be->shutdown();
   }
@@ -114,8 +132,13 @@ void ca_fork_child(void) {
   __atomic_store_n(&ca_state.init, CA_INIT_NONE, __ATOMIC_RELEASE);
 }
 
-void ca_exit(void) {
+/* Process exit: the summary and reports, written while the driver is still
+ * there; then no further device call. */
+static void at_exit(void) {
   if (!ca_ready() || __atomic_load_n(&ca_state.exited, __ATOMIC_ACQUIRE)) return;
+  /* The program's own output first: stdout into a pipe is fully buffered,
+   * and exit() would flush it only after this handler has run. */
+  fflush(NULL);
   if (!ca_config.quiet) ca_report_summary(stderr);
   ca_report_write_files();
   /* From here on the driver may be gone: no further device call. */

@@ -111,6 +111,27 @@ void ca_report_leaks(FILE *f) {
   ca_each_device(leaks_of, f);
 }
 
+static void count_live(ca_device_t *d, void *arg) {
+  size_t *n = arg;
+  *n += d->live.count;
+}
+
+static void leaks_if_live(ca_device_t *d, void *arg) {
+  if (d->live.count) leaks_of(d, arg);
+}
+
+void ca_report_shutdown(void) {
+  size_t live = 0;
+  ca_each_device(count_live, &live);
+  if (live && !ca_config.quiet) {
+    fflush(NULL);   /* after what the program wrote so far, as at exit */
+    fprintf(stderr, "cudalloc: cudalloc_shutdown: %zu live block%s, reported as leaks (not freed)\n", live,
+            live == 1 ? "" : "s");
+    ca_each_device(leaks_if_live, stderr);
+  }
+  ca_report_write_files();
+}
+
 // ----------------------------------------------------------------------------
 // The exit summary
 // ----------------------------------------------------------------------------
@@ -154,10 +175,21 @@ static void summary_of(ca_device_t *d, void *arg) {
   free(sites);
 }
 
+/* The library's version (which may differ from the header a program was
+ * compiled with) and the report formats': a reader of a JSON report checks
+ * "schema" before reading further; it changes when a field changes meaning
+ * or goes away (a new field keeps it). */
+#define CA_VERSION_FMT "%d.%d.%d"
+#define CA_VERSION_ARGS CUDALLOC_VERSION_MAJOR, CUDALLOC_VERSION_MINOR, CUDALLOC_VERSION_PATCH
+#define CA_STATS_SCHEMA "cudalloc-stats/1"
+
 void ca_report_summary(FILE *f) {
   if (!ca_ready()) return;
-  fprintf(f, "cudalloc: summary (backend %s, %s segments)\n", ca_state.be->name,
-          ca_config.expandable_segments ? "expandable" : "classic");
+  char changed[1024];
+  ca_config_changed(&ca_config, changed, sizeof changed);
+  fprintf(f, "cudalloc: summary (backend %s, %s segments), version " CA_VERSION_FMT ", config: %s\n",
+          ca_state.be->name, ca_config.expandable_segments ? "expandable" : "classic", CA_VERSION_ARGS,
+          changed[0] ? changed : "defaults");
   ca_each_device(summary_of, f);
 }
 
@@ -198,6 +230,14 @@ void ca_report_oom(ca_device_t *d, size_t size) {
 // Report files
 // ----------------------------------------------------------------------------
 
+/* A string that needs no escape inside JSON quotes: quotes and backslashes
+ * become ', control characters ?. */
+static void json_safe(char *s) {
+  for (; *s; s++)
+    if (*s == '"' || *s == '\\') *s = '\'';
+    else if ((unsigned char)*s < 0x20) *s = '?';
+}
+
 typedef struct json_s {
   FILE *f;
   int devices;
@@ -224,8 +264,7 @@ static void json_of(ca_device_t *d, void *arg) {
   char where[512];
   for (size_t i = 0; i < n; i++) {
     site_name(sites[i].pc, where, sizeof where);
-    for (char *c = where; *c; c++)
-      if (*c == '"' || *c == '\\') *c = '\'';
+    json_safe(where);
     fprintf(f, "%s\n       {\"site\": \"%s\", \"bytes\": %" PRId64 ", \"count\": %" PRId64 "}", i ? "," : "", where,
             sites[i].bytes, sites[i].count);
   }
@@ -254,7 +293,12 @@ void ca_report_write_files(void) {
   }
   if ((f = open_report("-stats.json", path, sizeof path))) {
     json_t j = {f, 0};
-    fprintf(f, "{\n  \"backend\": \"%s\",\n  \"devices\": [", ca_state.be->name);
+    char changed[1024];
+    ca_config_changed(&ca_config, changed, sizeof changed);
+    json_safe(changed);
+    fprintf(f, "{\n  \"schema\": \"" CA_STATS_SCHEMA "\",\n  \"version\": \"" CA_VERSION_FMT "\",\n"
+               "  \"backend\": \"%s\",\n  \"config\": \"%s\",\n  \"devices\": [",
+            CA_VERSION_ARGS, ca_state.be->name, changed);
     ca_each_device(json_of, &j);
     fprintf(f, "\n  ]\n}\n");
     fclose(f);

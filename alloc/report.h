@@ -14,5 +14,7 @@ void ca_report_leaks(FILE *f);
 void ca_report_oom(ca_device_t *d, size_t size);
 /* The reports the configuration's `report` prefix names, if any. */
 void ca_report_write_files(void);
+/* At cudalloc_shutdown: live blocks as leaks on stderr, and the report files. */
+void ca_report_shutdown(void);
 
 #endif /* CUDALLOC_REPORT_H */

@@ -4,26 +4,22 @@
  * registers the fork handler. The allocator core starts at the first
  * intercepted call that needs it.
  *
- * Exit: the summary is written by an atexit handler registered at that
- * first use. atexit handlers run before the ELF destructors, so the driver
- * (libcuda, whose destructor tears it down) is still there; and handlers
- * registered earlier (the program's CUDA module registration, made by its
- * constructors) run after ours. A destructor would run after libcuda's,
- * which the runtime loads after libcudalloc.
+ * Exit: the summary is written by the atexit handler that the core
+ * registers when it starts (alloc/lifecycle.c says why atexit). A
+ * destructor would run after libcuda's, which the runtime loads after
+ * libcudalloc.
  */
 #define _GNU_SOURCE
 #include "shim.h"
 #include "sim/sim_runtime.h"
 
 #include <pthread.h>
-#include <stdlib.h>
 
 enum { MODE_UNKNOWN, MODE_CUDA, MODE_SIM };
 enum { START_UNTRIED, START_OK, START_FAILED };
 
 static int mode;      /* atomic: MODE_* */
 static int started;   /* atomic: START_* */
-static pthread_once_t exit_once = PTHREAD_ONCE_INIT;
 
 #define LOAD(p) __atomic_load_n(p, __ATOMIC_ACQUIRE)
 #define STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
@@ -37,15 +33,10 @@ bool ca_shim_sim(void) {
   return m == MODE_SIM;
 }
 
-static void at_exit(void) { ca_exit(); }
-
-static void arm_exit(void) { atexit(at_exit); }
-
 bool ca_shim_start(void) {
   int s = LOAD(&started);
   if (s != START_UNTRIED) return s == START_OK;
   bool ok = ca_init(NULL) == CUDA_SUCCESS;
-  if (ok) pthread_once(&exit_once, arm_exit);
   STORE(&started, ok ? START_OK : START_FAILED);
   return ok;
 }

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Makes sure the test dependencies are there: Criterion (the test framework)
-# and jemalloc (the benchmarks' reference). Installs them with apt-get when
-# they are missing and this user may; otherwise says what to install.
+# Makes sure the test dependencies are there: Criterion (the test framework),
+# jemalloc (the benchmarks' reference) and pkg-config (the install check).
+# Installs them with apt-get when they are missing and this user may;
+# otherwise says what to install.
 set -u
 need=()
 [ -f /usr/include/criterion/criterion.h ] || need+=(libcriterion-dev)
 [ -f /usr/include/jemalloc/jemalloc.h ] || need+=(libjemalloc-dev)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 [ ${#need[@]} -eq 0 ] && exit 0
 SUDO=
 [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO=sudo

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test binary of $BUILD/tests and reports which failed.
+# Runs every test binary of $BUILD/tests, then the install check
+# (tests/install/check.sh), and reports which failed.
 # BUILD: the build folder; SAN / SAN_RUNTIME: set by `make test-asan|test-tsan`
 # so that the preload tests can put the sanitizer runtime first in LD_PRELOAD.
 set -u
@@ -17,6 +18,8 @@ for t in "$BUILD"/tests/test_*; do
   echo "== $(basename "$t")"
   if ! "$t" --jobs="$jobs" --short-filename; then failed+=("$(basename "$t")"); fi
 done
+echo "== install"
+BUILD=$BUILD SAN=${SAN:-} tests/install/check.sh || failed+=(install)
 if [ ${#failed[@]} -gt 0 ]; then
   echo "FAILED: ${failed[*]}"
   exit 1

@@ -1,10 +1,13 @@
 /* Captures what a piece of code writes on file descriptor 2 (stdio's stderr
- * and ca_log's write(2) alike), so that a test can count the lines. */
+ * and ca_log's write(2) alike), so that a test can assert on the lines it
+ * expects instead of spilling them into `make test`'s output. A file, not a
+ * pipe: a capture of any size never blocks the writer. */
 #ifndef CUDALLOC_STDERR_CAPTURE_H
 #define CUDALLOC_STDERR_CAPTURE_H
 
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -32,6 +35,39 @@ static inline const char *capture_end(capture_t *c, char *buf, size_t cap) {
   buf[n] = 0;
   fclose(c->file);
   return buf;
+}
+
+/* Restores stderr and returns everything that was written, whatever its
+ * size (malloc'd, NUL-terminated: the caller frees it). */
+static inline char *capture_end_all(capture_t *c) {
+  fflush(stderr);
+  dup2(c->saved, 2);
+  close(c->saved);
+  long size = ftell(c->file);
+  cr_assert_geq(size, 0);
+  char *buf = malloc((size_t)size + 1);
+  cr_assert_not_null(buf);
+  rewind(c->file);
+  size_t n = fread(buf, 1, (size_t)size, c->file);
+  buf[n] = 0;
+  fclose(c->file);
+  return buf;
+}
+
+/* Runs fn() with stderr captured and discarded: for what a test does
+ * not look at (a fixture's teardown). */
+static inline void capture_discard(void (*fn)(void)) {
+  capture_t c;
+  char sink[1];
+  capture_begin(&c);
+  fn();
+  capture_end(&c, sink, sizeof sink);
+}
+
+static inline int count_of(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle)) n++;
+  return n;
 }
 
 static inline int count_lines(const char *s) {

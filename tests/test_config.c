@@ -229,7 +229,11 @@ static bad_case_t bad_cases[] = {
     {"memory_fraction:0.5.1", "bad value", "from 0 to 1"},
     {"sim_fail_rate:2", "bad value '2'", "from 0 to 1"},
     {"backend:gpu", "bad value 'gpu' for key 'backend'", "one of cuda|sim"},
-    {"backend:native", "bad value 'native'", "one of cuda|sim"},
+    /* PyTorch's backend key picks its own allocator: the warning says so
+     * (before, a plain "bad value" that did not explain the clash). */
+    {"backend:native", "'backend:native' is PyTorch's choice of its own allocator; in cudalloc, backend is the device",
+     "one of cuda|sim"},
+    {"backend:cudaMallocAsync", "'backend:cudaMallocAsync' is PyTorch's choice", "one of cuda|sim"},
     {"free_mode:async", "bad value", "one of device|stream"},
     {"track:full", "bad value", "one of off|caller|backtrace"},
     {"sim_events:sometimes", "bad value", "one of auto|manual"},
@@ -492,6 +496,134 @@ Test(config, print_lists_every_key_with_its_value) {
   cr_assert_not_null(strstr(buf, "map@9"), "%s", buf);
   cr_assert_not_null(strstr(buf, " 64\n"), "%s", buf);
   free(buf);
+}
+
+// ----------------------------------------------------------------------------
+// help, the changed keys, PyTorch's variables
+// ----------------------------------------------------------------------------
+
+static const char *all_keys[] = {"backend", "expandable_segments", "max_split_size_mb",
+                                 "garbage_collection_threshold", "roundup_power2_divisions", "memory_cap_mb",
+                                 "memory_fraction", "free_mode", "track", "track_depth", "quiet", "report",
+                                 "sim_devices", "sim_capacity_mb", "sim_granularity_kb",
+                                 "sim_events", "sim_fail", "sim_fail_rate", "sim_seed", "sim_latency"};
+
+/* help lists every key with its default and meaning, is no problem, and
+ * leaves the configuration to the other items. */
+Test(config, help_lists_every_key_with_its_default_and_meaning) {
+  ca_config_t def, cfg;
+  char out[16384];
+  ca_config_defaults(&def);
+  ca_config_defaults(&cfg);
+  cr_assert_eq(parse(&cfg, "help", out, sizeof out), 0, "%s", out);
+  cr_assert_eq(memcmp(&cfg, &def, sizeof cfg), 0, "help changed the configuration");
+  cr_assert(strncmp(out, "cudalloc: CUDALLOC_CONF=key:value,key:value; every key, its default and its meaning:\n", 84) == 0,
+            "%s", out);
+  for (size_t i = 0; i < sizeof all_keys / sizeof *all_keys; i++)
+    cr_assert_not_null(strstr(out, all_keys[i]), "%s missing from:\n%s", all_keys[i], out);
+  cr_assert_eq(count_lines(out), 1 + 2 * (int)(sizeof all_keys / sizeof *all_keys), "%s", out);
+  /* Defaults, not the current values; and each key's meaning. */
+  cr_assert_not_null(strstr(out, "  backend                        cuda\n"), "%s", out);
+  cr_assert_not_null(strstr(out, "  max_split_size_mb              unlimited\n"), "%s", out);
+  cr_assert_not_null(strstr(out, "  sim_capacity_mb                1024\n"), "%s", out);
+  cr_assert_not_null(strstr(out, "device backend: the CUDA driver, or the simulated device"), "%s", out);
+
+  ca_config_defaults(&cfg);
+  cr_assert_eq(parse(&cfg, "backend:sim, HELP ,sim_devices:3", out, sizeof out), 0, "%s", out);
+  cr_assert_str_eq(cfg.backend, "sim", "the other items still apply");
+  cr_assert_eq(cfg.sim.devices, 3);
+  cr_assert_not_null(strstr(out, "  backend                        cuda\n"), "help shows the defaults:\n%s", out);
+  cr_assert_eq(ca_config_parse(&cfg, "help", NULL), 0, "silent without an output stream");
+}
+
+Test(config, help_from_the_environment_goes_to_stderr) {
+  setenv("CUDALLOC_CONF", "help", 1);
+  capture_t cap;
+  char err[16384];
+  capture_begin(&cap);
+  int n = ca_config_load(NULL);
+  capture_end(&cap, err, sizeof err);
+  cr_assert_eq(n, 0);
+  cr_assert_not_null(strstr(err, "every key, its default and its meaning"), "%s", err);
+  cr_assert_not_null(strstr(err, "sim_latency"), "%s", err);
+  cr_assert_str_eq(ca_config.backend, "cuda", "the defaults");
+}
+
+static const char *changed(const ca_config_t *c) {
+  static char buf[2048];
+  ca_config_changed(c, buf, sizeof buf);
+  return buf;
+}
+
+Test(config, changed_names_only_what_differs_from_the_defaults) {
+  ca_config_t c;
+  ca_config_defaults(&c);
+  cr_assert_str_empty(changed(&c));
+  c = parse_ok("sim_devices:1,backend:cuda,track:caller");   /* the defaults, said again */
+  cr_assert_str_empty(changed(&c), "%s", changed(&c));
+  c = parse_ok("report:/tmp/r-%p,sim_latency:map@9,sim_fail:unmap@1,sim_fail:map@2,backend:sim,"
+               "garbage_collection_threshold:0.125,expandable_segments:false,max_split_size_mb:64,track:off");
+  cr_assert_str_eq(changed(&c), "backend:sim,expandable_segments:false,max_split_size_mb:64,"
+                                "garbage_collection_threshold:0.125,track:off,report:/tmp/r-%p,"
+                                "sim_fail:unmap@1,sim_fail:map@2,sim_latency:map@9");
+  char small[12];
+  cr_assert_eq(ca_config_changed(&c, small, sizeof small), sizeof small - 1, "cut to fit");
+  cr_assert_str_eq(small, "backend:sim");
+}
+
+/* What changed() writes reads back as the same configuration, whatever the
+ * string it came from. */
+Test(config, changed_reads_back_as_the_same_configuration) {
+  uint64_t seed = 777;
+  char conf[256], once[2048];
+  for (int i = 0; i < 2000; i++) {
+    ca_config_t cfg, again;
+    ca_config_defaults(&cfg);
+    random_conf(&seed, conf, sizeof conf);
+    ca_config_parse(&cfg, conf, NULL);
+    snprintf(once, sizeof once, "%s", changed(&cfg));
+    ca_config_defaults(&again);
+    cr_assert_eq(ca_config_parse(&again, once, NULL), 0, "'%s' -> '%s' is refused", conf, once);
+    cr_assert_str_eq(changed(&again), once, "'%s' -> '%s'", conf, once);
+  }
+}
+
+/* Runs ca_config_note_pytorch_env with the two variables set as given
+ * (NULL: unset) and returns what it printed. */
+static const char *pytorch_note(const char *cuda_conf, const char *alloc_conf) {
+  static char out[4096];
+  if (cuda_conf) setenv("PYTORCH_CUDA_ALLOC_CONF", cuda_conf, 1);
+  else unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+  if (alloc_conf) setenv("PYTORCH_ALLOC_CONF", alloc_conf, 1);
+  else unsetenv("PYTORCH_ALLOC_CONF");
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  ca_config_note_pytorch_env(f);
+  fclose(f);
+  snprintf(out, sizeof out, "%s", buf);
+  free(buf);
+  return out;
+}
+
+Test(config, pytorch_variables_are_said_not_to_apply) {
+  cr_assert_str_empty(pytorch_note(NULL, NULL));
+  const char *out = pytorch_note("expandable_segments:True,max_split_size_mb:128,pinned_use_cuda_host_register:True,"
+                                 "roundup_power2_divisions:[256:1,512:2],garbage_collection_threshold:0.7",
+                                 NULL);
+  cr_assert_eq(count_lines(out), 1, "%s", out);
+  cr_assert_str_eq(out, "cudalloc: PYTORCH_CUDA_ALLOC_CONF is set, but cudalloc serves this process's device memory: "
+                        "PyTorch's own setting no longer applies; cudalloc would honour its keys expandable_segments, "
+                        "max_split_size_mb, garbage_collection_threshold under CUDALLOC_CONF (same names); not with the "
+                        "values given there: roundup_power2_divisions\n");
+  out = pytorch_note(NULL, "backend:cudaMallocAsync");
+  cr_assert_str_eq(out, "cudalloc: PYTORCH_ALLOC_CONF is set, but cudalloc serves this process's device memory: "
+                        "PyTorch's own setting no longer applies; none of its keys is one cudalloc would honour under "
+                        "CUDALLOC_CONF\n");
+  out = pytorch_note("expandable_segments:True", "");
+  cr_assert_eq(count_lines(out), 2, "one line per variable set:\n%s", out);
+  unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+  unsetenv("PYTORCH_ALLOC_CONF");
 }
 
 // ----------------------------------------------------------------------------

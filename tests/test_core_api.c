@@ -2,7 +2,9 @@
  * and that the invariant checker notices a corrupted allocator. */
 #include "core_testing.h"
 
-TestSuite(core_api, .fini = cudalloc_shutdown);
+#include <unistd.h>
+
+TestSuite(core_api, .fini = core_stop);
 
 Test(core_api, allocates_writable_memory_and_frees_it) {
   core_start(NULL);
@@ -184,6 +186,63 @@ Test(core_api, report_lists_leaks_by_call_site) {
   cr_assert_eq(count_of(buf, "Host Frame: "), 2, "two call sites, each with its frame:\n%s", buf);
   cr_assert_null(strstr(buf, "not recorded"), "every block knows its call site:\n%s", buf);
   free(buf);
+}
+
+/* The header's promise: live blocks are reported as leaks, not freed.
+ * Before the fix, cudalloc_shutdown() printed nothing. */
+Test(core_api, shutdown_reports_live_blocks_as_leaks) {
+  core_start(NULL);
+  void *a, *b, *c;
+  cr_assert_eq(cudalloc_malloc(&a, 3000, 0), cudaSuccess);
+  cr_assert_eq(cudalloc_malloc(&b, 5000, 0), cudaSuccess);
+  cr_assert_eq(cudalloc_malloc(&c, 7000, 0), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync(b), cudaSuccess);
+  capture_t cap;
+  char err[8192];
+  capture_begin(&cap);
+  cudalloc_shutdown();
+  capture_end(&cap, err, sizeof err);
+  cr_assert_not_null(strstr(err, "cudalloc: cudalloc_shutdown: 2 live blocks, reported as leaks (not freed)\n"), "%s", err);
+  cr_assert_not_null(strstr(err, "LEAK SUMMARY: 10000 bytes leaked in 2 allocations (device 0)"), "%s", err);
+  cr_assert_not(ca_ready(), "and the allocator is stopped");
+}
+
+Test(core_api, shutdown_without_live_blocks_or_with_quiet_says_nothing) {
+  const char *confs[] = {NULL, "quiet:true"};
+  for (int i = 0; i < 2; i++) {
+    core_start(confs[i]);
+    void *a;
+    cr_assert_eq(cudalloc_malloc(&a, 3000, 0), cudaSuccess);
+    if (!confs[i]) cr_assert_eq(cudalloc_free_sync(a), cudaSuccess);
+    capture_t cap;
+    char err[4096];
+    capture_begin(&cap);
+    cudalloc_shutdown();
+    capture_end(&cap, err, sizeof err);
+    cr_assert_str_empty(err, "with %s: %s", confs[i] ? confs[i] : "a block freed", err);
+  }
+}
+
+/* A program that stops cudalloc before exit still gets its report files,
+ * with the leak in them. */
+Test(core_api, shutdown_writes_the_report_files) {
+  char dir[] = "/tmp/cudalloc-shutdown-XXXXXX", conf[128], path[192], text[4096];
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(conf, sizeof conf, "quiet:true,report:%s/r", dir);
+  core_start(conf);
+  void *a;
+  cr_assert_eq(cudalloc_malloc(&a, 3000, 0), cudaSuccess);
+  cudalloc_shutdown();
+  snprintf(path, sizeof path, "%s/r-leaks.txt", dir);
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "no %s", path);
+  text[fread(text, 1, sizeof text - 1, f)] = 0;
+  fclose(f);
+  cr_assert_not_null(strstr(text, "LEAK SUMMARY: 3000 bytes leaked in 1 allocations (device 0)"), "%s", text);
+  snprintf(path, sizeof path, "%s/r-stats.json", dir);
+  cr_assert_eq(access(path, R_OK), 0, "no %s", path);
+  snprintf(path, sizeof path, "rm -rf '%s'", dir);
+  cr_assert_eq(system(path), 0);
 }
 
 Test(core_api, init_without_a_driver_fails_cleanly, .init = cr_redirect_stderr) {

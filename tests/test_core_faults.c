@@ -5,7 +5,7 @@
 
 /* Injected faults and a small capacity: simulated device only. */
 static void sim_only(void) { SKIP_ON_CUDA("injected faults and a small capacity"); }
-TestSuite(core_faults, .init = sim_only, .fini = cudalloc_shutdown);
+TestSuite(core_faults, .init = sim_only, .fini = core_stop);
 
 Test(core_faults, ladder_waits_for_pending_frees_before_failing) {
   core_start("sim_capacity_mb:16,sim_events:manual");
@@ -77,6 +77,24 @@ static void churn(uint64_t seed, int ops) {
     if (live[k]) cudalloc_free_sync(live[k]);
 }
 
+/* churn() with what it prints captured: each allocation that failed for
+ * want of memory printed one diagnosis, and nothing else was printed.
+ * Returns the number of those failures. */
+static int64_t churn_diagnosed(uint64_t seed, int ops) {
+  capture_t cap;
+  capture_begin(&cap);
+  churn(seed, ops);
+  char *err = capture_end_all(&cap);
+  int64_t ooms = stats0().num_ooms.total;
+  cr_assert_eq(count_of(err, "cudalloc: out of memory on device 0: asked for "), ooms,
+               "%lld out-of-memory failures, not one diagnosis each:\n%.2000s", (long long)ooms, err);
+  cr_assert_eq(count_of(err, "cudalloc:   diagnosis: "), ooms, "%.2000s", err);
+  cr_assert_eq(count_of(err, "\n"), count_of(err, "cudalloc: out of memory") + count_of(err, "cudalloc:   "),
+               "a line that is not part of a diagnosis:\n%.2000s", err);
+  free(err);
+  return ooms;
+}
+
 /* Everything freed and the cache emptied twice (a release may itself be
  * the call that fails): no physical memory may remain. */
 static void assert_no_leaked_handle(void) {
@@ -99,6 +117,7 @@ Test(core_faults, every_backend_op_failing_at_a_random_call, .timeout = 120) {
   static const char *ops[] = {"reserve", "create", "release", "map", "unmap", "set_access",
                               "event_create", "event_record", "event_query", "event_sync", "mem_info"};
   uint64_t rng = 42;
+  int64_t ooms = 0;
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     int op = ca_backend_op_from_name(ops[i], strlen(ops[i]));
     for (int round = 0; round < 3; round++) {
@@ -106,25 +125,28 @@ Test(core_faults, every_backend_op_failing_at_a_random_call, .timeout = 120) {
       unsigned k = op == CA_OP_reserve ? 1 : 1 + (unsigned)(rng_next(&rng) % 4);
       snprintf(conf, sizeof conf, "sim_capacity_mb:64,sim_events:manual,sim_fail:%s@%u", ops[i], k);
       core_start(conf);
-      churn(rng_next(&rng), 400);
+      ooms += churn_diagnosed(rng_next(&rng), 400);
       cr_assert_geq(ca_sim_errors(op), 1, "the %s call %u was made and failed (%llu calls)", ops[i], k,
                     (unsigned long long)ca_sim_calls(op));
       assert_no_leaked_handle();
       cudalloc_shutdown();
     }
   }
+  cr_assert_gt(ooms, 0, "some allocations failed, so that their diagnoses were checked");
 }
 
 Test(core_faults, random_failures_everywhere) {
+  int64_t ooms = 0;
   for (uint64_t seed = 1; seed <= 4; seed++) {
     char conf[128];
     snprintf(conf, sizeof conf, "sim_capacity_mb:64,sim_fail_rate:0.05,sim_seed:%llu", (unsigned long long)seed);
     core_start(conf);
-    churn(seed * 7, 500);
+    ooms += churn_diagnosed(seed * 7, 500);
     ca_sim_fail_rate(CA_OP_COUNT, 0, 0);
     assert_no_leaked_handle();
     cudalloc_shutdown();
   }
+  cr_assert_gt(ooms, 0, "some allocations failed, so that their diagnoses were checked");
 }
 
 Test(core_faults, a_refused_reservation_is_asked_again_smaller) {

@@ -3,15 +3,21 @@
  * pool, max_split_size, rounding and several devices. */
 #include "core_testing.h"
 
-TestSuite(core_memory, .fini = cudalloc_shutdown);
+TestSuite(core_memory, .fini = core_stop);
 
 /* Fills the device with 2 MiB blocks, frees every other one, asks for a
  * block larger than any hole. Returns the final allocation's result. */
 static cudaError_t fragment_then_ask_big(void **live, int *nlive) {
   void *blocks[64];
   int n = 0;
+  capture_t cap;
+  char err[4096];
+  capture_begin(&cap);   /* the fill ends in one out-of-memory diagnosis */
   while (n < 64 && cudalloc_malloc(&blocks[n], 2 * MiB, 0) == cudaSuccess) n++;
+  capture_end(&cap, err, sizeof err);
   cr_assert_geq(n, 20, "the device holds at least 20 blocks of 2 MiB");
+  cr_assert_eq(count_of(err, "cudalloc: out of memory on device 0"), 1, "%s", err);
+  cr_assert_not_null(strstr(err, "diagnosis: exhaustion: live memory fills the limit"), "%s", err);
   *nlive = 0;
   for (int i = 0; i < n; i++) {
     if (i % 2) live[(*nlive)++] = blocks[i];

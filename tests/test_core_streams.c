@@ -8,7 +8,7 @@
 
 /* Every test here completes streams by hand: simulated device only. */
 static void sim_only(void) { SKIP_ON_CUDA("events completed by the test"); }
-TestSuite(core_streams, .init = sim_only, .fini = cudalloc_shutdown);
+TestSuite(core_streams, .init = sim_only, .fini = core_stop);
 
 static void *alloc_on(size_t size, ca_stream_t s) {
   void *p = NULL;
@@ -150,8 +150,14 @@ Test(core_streams, captures_hold_frees_and_never_wait) {
   ca_capture_begin();
   cudalloc_free_sync(p);
   void *r = NULL;
+  capture_t cap;
+  char err[4096];
+  capture_begin(&cap);
   cr_assert_eq(cudalloc_malloc(&r, 6 * MiB, 0), cudaErrorMemoryAllocation,
                "during a capture the allocator fails rather than waits");
+  capture_end(&cap, err, sizeof err);
+  cr_assert_not_null(strstr(err, "diagnosis: frees are waiting for device work, and a graph capture forbids waiting"),
+                     "%s", err);
   cudalloc_stats_t s = stats0();
   cr_assert_eq(s.backend_event_record.total, records, "no event recorded during a capture");
   cr_assert_eq(s.num_waits.total, 0);

@@ -144,8 +144,18 @@ Test(preload, enabling_peer_access_grants_the_peers_memory) {
 Test(preload, exit_summary_on_stderr) {
   shim_run_t *r = shim_prog("alloc_basic", NULL, SIM);
   shim_assert_ok(r, "alloc_basic");
-  shim_assert_has(r, "cudalloc: summary (backend sim");
+  shim_assert_has(r, "cudalloc: summary (backend sim, expandable segments), version 0.2.0, config: backend:sim\n");
   shim_assert_has(r, "leaks: 0 blocks");
+}
+
+/* stdout into a pipe is fully buffered: without the flush before the
+ * summary, "alloc_basic: ok" came after it (seen before the fix). */
+Test(preload, exit_summary_after_the_programs_output_in_a_pipe) {
+  shim_run_t *r = shim_prog("alloc_basic", NULL, SIM);
+  shim_assert_ok(r, "alloc_basic");
+  const char *ok = strstr(r->out, "alloc_basic: ok"), *summary = strstr(r->out, "cudalloc: summary");
+  cr_assert_not_null(summary, "%s", r->out);
+  cr_assert_lt(ok, summary, "the summary came before the program's output:\n%s", r->out);
 }
 
 Test(preload, quiet_silences_the_summary) {
@@ -175,6 +185,29 @@ Test(preload, without_a_driver_calls_pass_through) {
   cr_assert_eq(r->status, 1, "expected a clean failure (exit 1), got %d:\n%s", r->status, r->out);
   shim_assert_has(r, "CUDA backend unavailable");
   shim_assert_has(r, "cudaErrorInsufficientDriver");
+}
+
+/* CUDALLOC_CONF=help alone: the keys on stderr, then the defaults, as if
+ * CUDALLOC_CONF were unset (here, without a driver: cudalloc steps aside). */
+Test(preload, help_alone_then_the_defaults) {
+  if (driver_present()) cr_skip_test("a CUDA driver is present");
+  shim_run_t *r = shim_prog("alloc_basic", NULL, "help");
+  cr_assert_eq(r->status, 1, "expected the clean failure of the defaults (exit 1), got %d:\n%s", r->status, r->out);
+  shim_assert_has(r, "every key, its default and its meaning");
+  shim_assert_has(r, "CUDA backend unavailable");
+  shim_assert_has(r, "cudaErrorInsufficientDriver");
+}
+
+/* PyTorch's variable under the preload: one line, at the start. */
+Test(preload, a_pytorch_setting_is_said_not_to_apply) {
+  char env[1024], pre[512], cmd[512];
+  shim_preload(pre, sizeof pre);
+  snprintf(env, sizeof env, "LD_PRELOAD='%s' CUDALLOC_CONF=" SIM ",quiet:true PYTORCH_ALLOC_CONF=max_split_size_mb:64", pre);
+  snprintf(cmd, sizeof cmd, "%s/progs/alloc_basic", shim_build());
+  shim_run_t *r = shim_sh(env, cmd);
+  shim_assert_ok(r, "alloc_basic");
+  shim_assert_has(r, "cudalloc: PYTORCH_ALLOC_CONF is set, but cudalloc serves this process's device memory: "
+                     "PyTorch's own setting no longer applies; cudalloc would honour its keys max_split_size_mb");
 }
 
 // ----------------------------------------------------------------------------

@@ -108,10 +108,6 @@ CUresult ca_device_reset(int dev);
 /* In a fork() child: forget all state without touching the device. */
 void ca_fork_child(void);
 
-/* Process exit: write the summary and reports while the driver is still
- * there, then make no further device call. */
-void ca_exit(void);
-
 /* The cudaError_t that a CUDA runtime user expects for a core error. */
 cudaError_t ca_cuda_error(CUresult err);
 

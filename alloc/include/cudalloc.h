@@ -46,7 +46,8 @@ CUDALLOC_API int cudalloc_version(void);
 CUDALLOC_API cudaError_t cudalloc_init(const char *conf);
 
 /* Gives every cached page and reservation back to the backend and forgets
- * all state. Live blocks are reported as leaks, not freed. */
+ * all state. Live blocks are reported as leaks, not freed: listed on stderr
+ * (unless quiet:true) and in the report files, which are written then. */
 CUDALLOC_API void cudalloc_shutdown(void);
 
 // ----------------------------------------------------------------------------
