@@ -577,7 +577,8 @@ static void note_pytorch(FILE *out, const char *name, const char *conf) {
   text_t h = {honoured, sizeof honoured, 0}, r = {refused, sizeof refused, 0};
   honoured[0] = refused[0] = 0;
   for (const char *p = conf;;) {
-    const char *comma = item_end(p);
+    bool unbalanced;   /* such an item is refused by the parse below too */
+    const char *comma = item_end(p, &unbalanced);
     view_t item = view_trim((view_t){p, comma ? (size_t)(comma - p) : strlen(p)});
     const char *colon = memchr(item.p, ':', item.n);
     view_t key = view_trim((view_t){item.p, colon ? (size_t)(colon - item.p) : item.n});

@@ -48,6 +48,7 @@
 #include "check.h"
 #include "device.h"
 #include "fence.h"
+#include "lifecycle.h"
 #include "pages.h"
 #include "peers.h"
 #include "pool.h"

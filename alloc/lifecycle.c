@@ -6,6 +6,7 @@
 #include "core.h"
 #include "device.h"
 #include "fence.h"
+#include "lifecycle.h"
 #include "log.h"
 #include "peers.h"
 #include "report.h"
@@ -35,9 +36,8 @@ static void load_config_locked(const char *conf) {
  *   constructors) run after ours;
  * - a PyTorch allocator setting in the environment is said not to apply. */
 static pthread_once_t first_start_once = PTHREAD_ONCE_INIT;
-static void at_exit(void);
 static void first_start(void) {
-  atexit(at_exit);
+  atexit(ca_exit);
   ca_config_note_pytorch_env(stderr);
 }
 
@@ -134,7 +134,7 @@ void ca_fork_child(void) {
 
 /* Process exit: the summary and reports, written while the driver is still
  * there; then no further device call. */
-static void at_exit(void) {
+void ca_exit(void) {
   if (!ca_ready() || __atomic_load_n(&ca_state.exited, __ATOMIC_ACQUIRE)) return;
   /* The program's own output first: stdout into a pipe is fully buffered,
    * and exit() would flush it only after this handler has run. */

@@ -50,7 +50,7 @@ Test(static_lib, exit_summary_and_report_files) {
   shim_run_t *r = run_static(env, NULL);
   shim_assert_ok(r, "static_app");
   shim_assert_has(r, "cudalloc: summary (backend sim, expandable segments), version 0.2.0, config: backend:sim,report:");
-  shim_assert_has(r, "leaks: 1 blocks, 1.0 MiB still allocated at exit");
+  shim_assert_has(r, "leaks: 1 blocks, 1.0 MiB (1048576 bytes) still allocated at exit");
 
   snprintf(path, sizeof path, "%s/x-leaks.txt", dir);
   char *leaks = slurp(path);
