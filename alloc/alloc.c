@@ -77,6 +77,7 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, void
   if (ca_state.exited) return CUDA_ERROR_DEINITIALIZED;
   ca_device_t *d;
   if ((rc = dev < 0 ? ca_current_device(&d) : ca_device_get(dev, &d))) return rc;
+  bool ordered = stream != NULL;   /* NULL: cudaMalloc, cuMemAlloc, pitch, 3D (usable by any stream) */
   stream = ca_stream_normal(stream);
   void *site = ca_track_site(caller);   /* a backtrace is taken outside the lock */
   pthread_mutex_lock(&d->lock);
@@ -98,6 +99,8 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, void
       rc = CUDA_ERROR_OUT_OF_MEMORY;
     }
   }
+  if (b && ca_state.be->check_handout)   /* a backend that sees device work checks the hand-out */
+    ca_state.be->check_handout(b->addr, size, stream, ordered, caller);
   pthread_mutex_unlock(&d->lock);
   if (b) *ptr = (void *)b->addr;
   return rc;

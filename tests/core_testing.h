@@ -28,6 +28,8 @@ static inline void core_start(const char *conf) {
     c += len + (c[len] == ',');
   }
   cr_assert_eq(cudalloc_init(full), cudaSuccess, "cudalloc_init(\"%s\") failed", full);
+  /* the test's thread is a runtime program's: its first call gives it a context */
+  if (!test_on_cuda()) ca_sim_thread_init();
 }
 
 /* A stream for a test: a new simulated stream, or on a GPU the per-thread
@@ -38,6 +40,25 @@ static inline ca_stream_t test_stream(bool nonblocking) {
   cr_assert_eq(ca_sim_stream_create(&s, nonblocking), CUDA_SUCCESS);
   return s;
 }
+
+/* .fini of the core suites: cudalloc shuts down, and the simulated
+ * device's reuse oracle saw no block handed out while work could still
+ * touch it (a test that plants one checks it and calls
+ * ca_sim_oracle_reset). */
+static inline void core_fini(void) {
+  cudalloc_shutdown();
+  cr_assert_eq(ca_sim_oracle_violations(), 0, "the reuse oracle found %llu violations; the first: %s",
+               (unsigned long long)ca_sim_oracle_violations(), ca_sim_oracle_report(0));
+}
+
+/* A kernel on stream reads (write false) or writes [p, p+n) now: pending
+ * on the simulated device until the stream gets there. Nothing on a GPU,
+ * where the test has no kernel to run. */
+#define TOUCH(stream, p, n, write)                                                        \
+  do {                                                                                    \
+    if (!test_on_cuda())                                                                  \
+      cr_assert_eq(ca_sim_touch((stream), (p), (n), (write)), CUDA_SUCCESS, "touch of %p failed", (void *)(p)); \
+  } while (0)
 
 static inline ca_device_t *dev0(void) { return ca_state.devices[0]; }
 

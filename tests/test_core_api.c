@@ -2,7 +2,7 @@
  * and that the invariant checker notices a corrupted allocator. */
 #include "core_testing.h"
 
-TestSuite(core_api, .fini = cudalloc_shutdown);
+TestSuite(core_api, .fini = core_fini);
 
 Test(core_api, allocates_writable_memory_and_frees_it) {
   core_start(NULL);

@@ -3,7 +3,7 @@
  * pool, max_split_size, rounding and several devices. */
 #include "core_testing.h"
 
-TestSuite(core_memory, .fini = cudalloc_shutdown);
+TestSuite(core_memory, .fini = core_fini);
 
 /* Fills the device with 2 MiB blocks, frees every other one, asks for a
  * block larger than any hole. Returns the final allocation's result. */

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "sim_runtime.h"
+#include "backend_sim.h"
 
 #include <stdlib.h>
 #include <time.h>
@@ -145,14 +146,20 @@ CA_EXPORT cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) {
   return stream_query(be, ca_ptsz(stream));
 }
 
-/* The simulated device runs no kernels: there is nothing to order, only
- * the handle to check. */
+/* Later work on stream waits for the event's: the simulated device keeps
+ * that order, so that memory used by the waiting stream is judged by it. */
+static cudaError_t wait_event(ca_stream_t stream, cudaEvent_t event) {
+  sim_event_t *e = event_of(event);
+  if (!e) return ca_rt_error(cudaErrorInvalidResourceHandle);
+  return e->recorded ? ca_rt_result(ca_sim_stream_wait_event(stream, e->event)) : cudaSuccess;
+}
+
 CA_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
   CA_SIM_ONLY(cudaStreamWaitEvent, stream, event, flags);
-  return event_of(event) ? cudaSuccess : ca_rt_error(cudaErrorInvalidResourceHandle);
+  return wait_event(stream, event);
 }
 
 CA_EXPORT cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
   CA_SIM_ONLY(cudaStreamWaitEvent_ptsz, stream, event, flags);
-  return event_of(event) ? cudaSuccess : ca_rt_error(cudaErrorInvalidResourceHandle);
+  return wait_event(ca_ptsz(stream), event);
 }
