@@ -159,3 +159,23 @@ Test(sim_lag, the_configuration_and_the_control_agree) {
   ca_sim_set_events(CA_SIM_EVENTS_AUTO, 0); /* back to auto completes what is pending */
   DONE(be, e);
 }
+
+/* Before: the simulated runtime asked by recording a new event, which is
+ * itself pending in manual and lag modes, so cudaStreamQuery after an
+ * event synchronize answered "not ready" (tests/progs/ptsz.c failed). */
+Test(sim_lag, a_stream_query_asks_about_issued_work_only) {
+  SKIP_ON_CUDA("controls simulated time");
+  const ca_backend_t *be = sim_start("backend:sim,sim_events:lag,sim_lag_ops:6", NULL);
+  ca_stream_t s = new_stream(1);
+  cr_assert_eq(ca_sim_stream_query(s), CUDA_SUCCESS, "nothing issued yet");
+  ca_event_t e = new_event(be);
+  OK(be->event_record(e, s));
+  cr_assert_eq(ca_sim_stream_query(s), CUDA_ERROR_NOT_READY);
+  OK(be->event_sync(e));
+  cr_assert_eq(ca_sim_stream_query(s), CUDA_SUCCESS);
+  OK(be->event_record(e, s));
+  int polls = 1;
+  while (ca_sim_stream_query(s) == CUDA_ERROR_NOT_READY) cr_assert_lt(++polls, 100, "polling never ends");
+  cr_assert_leq(polls, 7);
+  BREAKS_RULE(ca_sim_stream_query((ca_stream_t)0x1234), CUDA_ERROR_INVALID_HANDLE);
+}

@@ -124,26 +124,21 @@ CA_EXPORT cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEve
 // Streams: queries and waits
 // ----------------------------------------------------------------------------
 
-/* Whether the work queued on stream so far has completed: an event
- * recorded now tells. */
-static cudaError_t stream_query(const ca_backend_t *be, ca_stream_t stream) {
-  ca_event_t ev;
-  CUresult rc = be->event_create(ca_device_current(), &ev);
-  if (rc != CUDA_SUCCESS) return ca_rt_result(rc);
-  rc = be->event_record(ev, stream);
-  if (rc == CUDA_SUCCESS) rc = be->event_query(ev);
-  be->event_destroy(ev);
+/* Whether the work queued on stream so far has completed (an event
+ * recorded to tell would itself be new, pending work). */
+static cudaError_t stream_query(ca_stream_t stream) {
+  CUresult rc = ca_sim_stream_query(stream);
   return rc == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : ca_rt_result(rc);
 }
 
 CA_EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream) {
   CA_SIM_OR_REAL(cudaStreamQuery, stream);
-  return stream_query(be, stream);
+  return stream_query(stream);
 }
 
 CA_EXPORT cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) {
   CA_SIM_OR_REAL(cudaStreamQuery_ptsz, stream);
-  return stream_query(be, ca_ptsz(stream));
+  return stream_query(ca_ptsz(stream));
 }
 
 /* Later work on stream waits for the event's: the simulated device keeps

@@ -64,6 +64,9 @@ CUresult ca_sim_stream_destroy(ca_stream_t stream);
 /* 1 when stream was created non-blocking, else 0 (default streams: 0). */
 int ca_sim_stream_is_nonblocking(ca_stream_t stream);
 
+/* As cuStreamQuery: 0 when every piece of work issued on stream so far is
+ * complete, else CUDA_ERROR_NOT_READY (a capture underway: refused). */
+CUresult ca_sim_stream_query(ca_stream_t stream);
 /* As cuStreamWaitEvent: work issued on stream from now on waits for the
  * work the event marks. */
 CUresult ca_sim_stream_wait_event(ca_stream_t stream, ca_event_t event);

@@ -558,6 +558,20 @@ static CUresult wait_event_locked(ca_stream_t stream, ca_event_t event) {
   return work_push(s, e->work) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+/* As cuStreamQuery: every piece of work issued on stream so far is done.
+ * A call of the device, so that a polling loop lets lagging work finish. */
+CUresult ca_sim_stream_query(ca_stream_t stream) {
+  CUresult rc = ca_sim_lock_started();
+  if (rc != CUDA_SUCCESS) return rc;
+  sim_stream_t *s;
+  rc = stream_resolve(stream, &s);
+  if (rc == CUDA_SUCCESS && capture_prohibits()) rc = ca_sim_violation(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  if (rc == CUDA_SUCCESS && s->tail) rc = CUDA_ERROR_NOT_READY;
+  ca_sim_lag_tick_locked();
+  ca_sim_unlock();
+  return rc;
+}
+
 CUresult ca_sim_stream_wait_event(ca_stream_t stream, ca_event_t event) {
   CUresult rc = ca_sim_lock_started();
   if (rc != CUDA_SUCCESS) return rc;
