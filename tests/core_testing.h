@@ -14,13 +14,18 @@
 
 #define MiB (1ull << 20)
 
+/* The suite's default on the simulated device: device work lags behind the
+ * host, as on a GPU, so that every test runs with memory pending (a conf
+ * that names sim_events replaces it). */
+#define TEST_SIM_EVENTS "sim_events:lag"
+
 /* Starts cudalloc on the simulated device with conf appended; with
  * CUDALLOC_TEST_BACKEND=cuda (bench/gpu-check.sh) on the CUDA backend
  * instead, dropping the sim_* settings: tests whose assertions need the
  * simulation say so with SKIP_ON_CUDA before they start. */
 static inline void core_start(const char *conf) {
   char full[512];
-  size_t n = (size_t)snprintf(full, sizeof full, "backend:%s", test_on_cuda() ? "cuda" : "sim");
+  size_t n = (size_t)snprintf(full, sizeof full, "backend:%s", test_on_cuda() ? "cuda" : "sim," TEST_SIM_EVENTS);
   for (const char *c = conf ? conf : ""; *c;) {
     size_t len = strcspn(c, ",");
     if (!(test_on_cuda() && strncmp(c, "sim_", 4) == 0))
