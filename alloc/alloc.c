@@ -101,6 +101,7 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_a
   stream = kind == CA_ALLOC_ASYNC ? ca_stream_normal(stream) : NULL;
   ca_device_t *d;
   if ((rc = device_of(dev, stream ? stream : CA_STREAM_LEGACY, &d))) return rc;
+  bool ordered = kind == CA_ALLOC_ASYNC;   /* else cudaMalloc, cuMemAlloc, pitch, 3D: usable by any stream */
   void *site = ca_track_site(caller);   /* a backtrace is taken outside the lock */
   pthread_mutex_lock(&d->lock);
   ca_block_t *b = NULL;
@@ -121,6 +122,8 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_a
       rc = CUDA_ERROR_OUT_OF_MEMORY;
     }
   }
+  if (b && ca_state.be->check_handout)   /* a backend that sees device work checks the hand-out */
+    ca_state.be->check_handout(b->addr, size, stream, ordered, caller);
   pthread_mutex_unlock(&d->lock);
   if (b) *ptr = (void *)b->addr;
   return rc;

@@ -67,9 +67,11 @@ cudaError_t cudalloc_get_address_range(const void *ptr, void **base, size_t *siz
   return ca_cuda_error(ca_address_range(ptr, base, size));
 }
 
+/* Waits for the frees still pending, as PyTorch's empty_cache does, so
+ * that everything freed before the call is given back. */
 static void empty_device(ca_device_t *d, void *arg) {
   (void)arg;
-  ca_fences_seal(d);
+  ca_fences_wait_all(d);
   ca_fences_poll(d);
   ca_trim(d, 0);
 }
@@ -141,10 +143,12 @@ void cudalloc_report(FILE *f) {
 // What the program should see as free memory
 // ----------------------------------------------------------------------------
 
-/* Bytes d could give back at once: cached pages and whole free pages. */
+/* Bytes d could give back: cached pages and whole free pages, once the
+ * frees still waiting for device work are settled (a program that freed
+ * with cudaFree expects to see the memory free, as the real cudaFree,
+ * which waits for the device, shows it). */
 static size_t reclaimable(ca_device_t *d) {
-  ca_fences_seal(d);
-  ca_fences_poll(d);
+  ca_fences_wait_all(d);
   size_t bytes = d->page_cache_count * d->page;
   for (int p = 0; p < CA_POOL_COUNT; p++) {
     for (ca_segment_t *seg = d->pools[p].segments; seg; seg = seg->next) {

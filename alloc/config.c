@@ -85,8 +85,10 @@ static const conf_key_t keys[] = {
    "physical memory of each simulated device"},
   {"sim_granularity_kb", KEY_BYTES, FIELD(sim.granularity), 4, 1 << 20, 1 << 10, F_POW2 | F_HOST_PAGES, NULL,
    "page size of the simulated device"},
-  {"sim_events", KEY_CHOICE, FIELD(sim.events_manual), 0, 0, 0, 0, "auto|manual",
-   "simulated events complete at once (auto) or when a test says (manual)"},
+  {"sim_events", KEY_CHOICE, FIELD(sim.events), 0, 0, 0, 0, "auto|manual|lag",
+   "simulated work completes at once (auto), when a test says (manual), or some calls later (lag)"},
+  {"sim_lag_ops", KEY_UINT, FIELD(sim.lag_ops), 1, 1000000, 0, 0, NULL,
+   "sim_events:lag: work completes by itself after 1 to this many later calls (seeded by sim_seed)"},
   {"sim_no_vmm", KEY_BOOL, FIELD(sim.no_vmm), 0, 1, 0, 0, NULL,
    "the simulated devices say they lack virtual memory management (cudalloc then passes them through)"},
   {"sim_fail", KEY_FAULTS, FIELD(sim.fail), 1, 1e15, 0, 0, NULL,
@@ -94,7 +96,7 @@ static const conf_key_t keys[] = {
   {"sim_fail_rate", KEY_DOUBLE, FIELD(sim.fail_rate), 0, 1, 0, 0, NULL,
    "every simulated call fails with this probability"},
   {"sim_seed", KEY_UINT, FIELD(sim.seed), 0, U64_MAX_D, 0, 0, NULL,
-   "seed of sim_fail_rate's generator"},
+   "seed of sim_fail_rate's and sim_events:lag's generators"},
   {"sim_latency", KEY_LATENCY, FIELD(sim.latency_us), 0, 10000000, 0, 0, NULL,
    "<op>@<us>: every call of op takes this long (repeatable)"},
 };
@@ -127,6 +129,7 @@ void ca_config_defaults(ca_config_t *cfg) {
   cfg->sim.capacity = 1024ull << 20;
   cfg->sim.granularity = 2ull << 20;
   cfg->sim.seed = 1;
+  cfg->sim.lag_ops = 8;
 }
 
 // ----------------------------------------------------------------------------

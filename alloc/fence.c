@@ -320,6 +320,13 @@ bool ca_fences_wait_one(ca_device_t *d, size_t *released) {
   return done;
 }
 
+void ca_fences_wait_all(ca_device_t *d) {
+  size_t released;
+  ca_fences_seal(d);
+  while (ca_fences_wait_one(d, &released)) {
+  }
+}
+
 // ----------------------------------------------------------------------------
 // Streams coming and going
 // ----------------------------------------------------------------------------

@@ -32,6 +32,11 @@ size_t ca_fences_poll(ca_device_t *d);
  * what completed, *released bytes (an empty fence releases 0). Returns
  * false when nothing was pending or the wait did not complete the fence. */
 bool ca_fences_wait_one(ca_device_t *d, size_t *released);
+/* Seals every open batch and waits until no fence is pending (or a wait
+ * fails; never during a capture): what the calls that promise a settled
+ * cache (empty_cache, mem_get_info) need, at the cost of blocking as
+ * PyTorch's empty_cache does. */
+void ca_fences_wait_all(ca_device_t *d);
 void ca_fences_teardown(ca_device_t *d, bool call_backend);
 void ca_queue_stream_gone(ca_device_t *d, ca_stream_t stream);
 ca_stream_t ca_stream_normal(ca_stream_t stream);

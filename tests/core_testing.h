@@ -15,13 +15,18 @@
 
 #define MiB (1ull << 20)
 
+/* The suite's default on the simulated device: device work lags behind the
+ * host, as on a GPU, so that every test runs with memory pending (a conf
+ * that names sim_events replaces it). */
+#define TEST_SIM_EVENTS "sim_events:lag"
+
 /* Starts cudalloc on the simulated device with conf appended; with
  * CUDALLOC_TEST_BACKEND=cuda (bench/gpu-check.sh) on the CUDA backend
  * instead, dropping the sim_* settings: tests whose assertions need the
  * simulation say so with SKIP_ON_CUDA before they start. */
 static inline void core_start(const char *conf) {
   char full[512];
-  size_t n = (size_t)snprintf(full, sizeof full, "backend:%s", test_on_cuda() ? "cuda" : "sim");
+  size_t n = (size_t)snprintf(full, sizeof full, "backend:%s", test_on_cuda() ? "cuda" : "sim," TEST_SIM_EVENTS);
   for (const char *c = conf ? conf : ""; *c;) {
     size_t len = strcspn(c, ",");
     if (!(test_on_cuda() && strncmp(c, "sim_", 4) == 0))
@@ -29,6 +34,8 @@ static inline void core_start(const char *conf) {
     c += len + (c[len] == ',');
   }
   cr_assert_eq(cudalloc_init(full), cudaSuccess, "cudalloc_init(\"%s\") failed", full);
+  /* the test's thread is a runtime program's: its first call gives it a context */
+  if (!test_on_cuda()) ca_sim_thread_init();
 }
 
 /* .fini of the core suites. A test may end with blocks live: the leak
@@ -44,6 +51,25 @@ static inline ca_stream_t test_stream(bool nonblocking) {
   cr_assert_eq(ca_sim_stream_create(&s, nonblocking), CUDA_SUCCESS);
   return s;
 }
+
+/* .fini of the core suites: cudalloc shuts down, and the simulated
+ * device's reuse oracle saw no block handed out while work could still
+ * touch it (a test that plants one checks it and calls
+ * ca_sim_oracle_reset). */
+static inline void core_fini(void) {
+  core_stop();   /* its leak report, expected of tests that end with live blocks, discarded */
+  cr_assert_eq(ca_sim_oracle_violations(), 0, "the reuse oracle found %llu violations; the first: %s",
+               (unsigned long long)ca_sim_oracle_violations(), ca_sim_oracle_report(0));
+}
+
+/* A kernel on stream reads (write false) or writes [p, p+n) now: pending
+ * on the simulated device until the stream gets there. Nothing on a GPU,
+ * where the test has no kernel to run. */
+#define TOUCH(stream, p, n, write)                                                        \
+  do {                                                                                    \
+    if (!test_on_cuda())                                                                  \
+      cr_assert_eq(ca_sim_touch((stream), (p), (n), (write)), CUDA_SUCCESS, "touch of %p failed", (void *)(p)); \
+  } while (0)
 
 static inline ca_device_t *dev0(void) { return ca_state.devices[0]; }
 

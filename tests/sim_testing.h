@@ -13,9 +13,12 @@
 #include "testing.h"
 
 /* Starts the backend (the simulated device unless CUDALLOC_TEST_BACKEND=cuda)
- * and returns the granularity of device 0 in *gran. */
+ * and returns the granularity of device 0 in *gran. The test's thread gets
+ * device 0's context, as a runtime program's first call gives it one. */
 static inline const ca_backend_t *sim_start(const char *conf, size_t *gran) {
   const ca_backend_t *be = test_start_backend(conf);
+  int dev;
+  cr_assert_eq(be->get_device(&dev), CUDA_SUCCESS);
   ca_device_props_t props;
   cr_assert_eq(be->device_props(0, &props), CUDA_SUCCESS);
   if (gran) *gran = props.granularity;
@@ -28,14 +31,26 @@ static inline const ca_backend_t *sim_only_start(const char *conf, size_t *gran)
   cr_assert_eq(ca_config_load(conf), 0, "bad test configuration '%s'", conf);
   const ca_backend_t *be = &ca_backend_sim;
   ca_device_props_t props;
+  int dev;
   cr_assert_eq(be->init(&ca_config.sim), CUDA_SUCCESS);
+  cr_assert_eq(be->get_device(&dev), CUDA_SUCCESS);
   cr_assert_eq(be->device_props(0, &props), CUDA_SUCCESS);
   *gran = props.granularity;
   return be;
 }
 
-/* .fini of every suite: the simulation leaves nothing behind. */
-static inline void sim_fini(void) { ca_sim_shutdown(); }
+/* The reuse oracle found nothing in this process (a test that plants a
+ * violation checks it and calls ca_sim_oracle_reset). */
+#define ORACLE_SILENT()                                                                  \
+  cr_assert_eq(ca_sim_oracle_violations(), 0, "the reuse oracle found %llu violations; the first: %s", \
+               (unsigned long long)ca_sim_oracle_violations(), ca_sim_oracle_report(0))
+
+/* .fini of every suite: the simulation leaves nothing behind, and the
+ * oracle saw no early reuse. */
+static inline void sim_fini(void) {
+  ca_sim_shutdown();
+  ORACLE_SILENT();
+}
 
 #define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s failed", #call)
 

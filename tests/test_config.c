@@ -57,7 +57,8 @@ Test(config, defaults) {
   cr_assert_eq(cfg.sim.devices, 1);
   cr_assert_eq(cfg.sim.capacity, 1024ull << 20);
   cr_assert_eq(cfg.sim.granularity, 2ull << 20);
-  cr_assert_not(cfg.sim.events_manual);
+  cr_assert_eq(cfg.sim.events, CA_SIM_EVENTS_AUTO);
+  cr_assert_eq(cfg.sim.lag_ops, 8);
   cr_assert_eq(cfg.sim.fail_count, 0);
   cr_assert_eq(cfg.sim.fail_rate, 0.0);
   cr_assert_eq(cfg.sim.seed, 1);
@@ -98,7 +99,7 @@ Test(config, every_key_accepts_a_valid_value) {
   cr_assert_eq(c.sim.devices, 4);
   cr_assert_eq(c.sim.capacity, 512ull << 20);
   cr_assert_eq(c.sim.granularity, 64ull << 10);
-  cr_assert(c.sim.events_manual);
+  cr_assert_eq(c.sim.events, CA_SIM_EVENTS_MANUAL);
   cr_assert_eq(c.sim.fail_count, 1);
   cr_assert_eq(c.sim.fail[0].op, CA_OP_map);
   cr_assert_eq(c.sim.fail[0].nth, 3);
@@ -113,7 +114,9 @@ Test(config, the_other_choices_of_each_enum) {
   cr_assert_eq(parse_ok("free_mode:device").free_mode, CA_FREE_DEVICE);
   cr_assert_eq(parse_ok("track:off").track, CA_TRACK_OFF);
   cr_assert_eq(parse_ok("track:caller").track, CA_TRACK_CALLER);
-  cr_assert_not(parse_ok("sim_events:auto").sim.events_manual);
+  cr_assert_eq(parse_ok("sim_events:auto").sim.events, CA_SIM_EVENTS_AUTO);
+  cr_assert_eq(parse_ok("sim_events:lag,sim_lag_ops:3").sim.events, CA_SIM_EVENTS_LAG);
+  cr_assert_eq(parse_ok("sim_events:lag,sim_lag_ops:3").sim.lag_ops, 3);
   cr_assert_eq(parse_ok("roundup_power2_divisions:0").roundup_power2_divisions, 0);
   cr_assert_eq(parse_ok("memory_cap_mb:0").memory_cap, 0);
   cr_assert_eq(parse_ok("sim_seed:18446744073709551615").sim.seed, UINT64_MAX);
@@ -148,7 +151,7 @@ Test(config, whitespace_case_and_empty_items) {
   ca_config_t c = parse_ok("  Backend : SIM ,\tsim_devices :  3 ,, SIM_EVENTS:Manual , ");
   cr_assert_str_eq(c.backend, "sim");
   cr_assert_eq(c.sim.devices, 3);
-  cr_assert(c.sim.events_manual);
+  cr_assert_eq(c.sim.events, CA_SIM_EVENTS_MANUAL);
   c = parse_ok("backend:sim,");
   cr_assert_str_eq(c.backend, "sim");
 }
@@ -236,7 +239,8 @@ static bad_case_t bad_cases[] = {
     {"backend:cudaMallocAsync", "'backend:cudaMallocAsync' is PyTorch's choice", "one of cuda|sim"},
     {"free_mode:async", "bad value", "one of device|stream"},
     {"track:full", "bad value", "one of off|caller|backtrace"},
-    {"sim_events:sometimes", "bad value", "one of auto|manual"},
+    {"sim_events:sometimes", "bad value", "one of auto|manual|lag"},
+    {"sim_lag_ops:0", "bad value", "from 1"},
     {"expandable_segments:maybe", "bad value 'maybe'", "true or false"},
     {"expandable_segments:", "empty value", "true or false"},
     {"quiet:2", "bad value '2'", "true or false"},
@@ -488,7 +492,7 @@ Test(config, print_lists_every_key_with_its_value) {
                         "garbage_collection_threshold", "roundup_power2_divisions", "memory_cap_mb",
                         "memory_fraction", "free_mode", "track", "track_depth", "quiet", "report",
                         "sim_devices", "sim_capacity_mb", "sim_granularity_kb",
-                        "sim_events", "sim_fail", "sim_fail_rate", "sim_seed", "sim_latency"};
+                        "sim_events", "sim_lag_ops", "sim_fail", "sim_fail_rate", "sim_seed", "sim_latency"};
   for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
     cr_assert_not_null(strstr(buf, keys[i]), "%s missing from:\n%s", keys[i], buf);
   cr_assert_not_null(strstr(buf, "manual"), "%s", buf);
@@ -506,7 +510,7 @@ static const char *all_keys[] = {"backend", "expandable_segments", "max_split_si
                                  "garbage_collection_threshold", "roundup_power2_divisions", "memory_cap_mb",
                                  "memory_fraction", "free_mode", "torch_free", "track", "track_depth", "quiet",
                                  "report", "sim_devices", "sim_capacity_mb", "sim_granularity_kb",
-                                 "sim_events", "sim_no_vmm", "sim_fail", "sim_fail_rate", "sim_seed", "sim_latency"};
+                                 "sim_events", "sim_lag_ops", "sim_no_vmm", "sim_fail", "sim_fail_rate", "sim_seed", "sim_latency"};
 
 /* help lists every key with its default and meaning, is no problem, and
  * leaves the configuration to the other items. */

@@ -4,7 +4,7 @@
 
 #include <unistd.h>
 
-TestSuite(core_api, .fini = core_stop);
+TestSuite(core_api, .fini = core_fini);
 
 Test(core_api, allocates_writable_memory_and_frees_it) {
   core_start(NULL);

@@ -5,7 +5,7 @@
 
 /* Injected faults and a small capacity: simulated device only. */
 static void sim_only(void) { SKIP_ON_CUDA("injected faults and a small capacity"); }
-TestSuite(core_faults, .init = sim_only, .fini = core_stop);
+TestSuite(core_faults, .init = sim_only, .fini = core_fini);
 
 Test(core_faults, ladder_waits_for_pending_frees_before_failing) {
   core_start("sim_capacity_mb:16,sim_events:manual");

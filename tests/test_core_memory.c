@@ -3,7 +3,7 @@
  * pool, max_split_size, rounding and several devices. */
 #include "core_testing.h"
 
-TestSuite(core_memory, .fini = core_stop);
+TestSuite(core_memory, .fini = core_fini);
 
 /* Fills the device with 2 MiB blocks, frees every other one, asks for a
  * block larger than any hole. Returns the final allocation's result. */
@@ -57,6 +57,13 @@ Test(core_memory, expandable_segments_move_pages_out_of_holes) {
 }
 
 /* One training-like step: variable sizes, fixed by the step number. */
+/* A step of a training loop: activations of varying sizes, all freed by
+ * its end. With cudaFree, the loop ends the step as C training loops do:
+ * cudalloc_step() seals the step's frees, and a host synchronization (the
+ * loss read back) lets the device catch up, so the next step finds them
+ * complete. Without it, on a device that runs behind the host (the test
+ * suite's lagging events), the frees are still pending when the next step
+ * allocates, and growing is then the policy (docs/design.md). */
 static void step(int k, ca_stream_t s, bool sync_free) {
   void *act[24];
   uint64_t rng = 1234 + (uint64_t)k;
@@ -67,6 +74,10 @@ static void step(int k, ca_stream_t s, bool sync_free) {
   for (int i = 23; i >= 0; i--) {
     if (sync_free) cudalloc_free_sync(act[i]);
     else cudalloc_free(act[i], (cudaStream_t)s);
+  }
+  if (sync_free) {
+    cudalloc_step();
+    cr_assert_eq(ca_state.be->device_sync(0), CUDA_SUCCESS);
   }
 }
 

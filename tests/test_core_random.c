@@ -121,7 +121,7 @@ static void run(const char *conf, uint64_t seed, int ops, bool manual) {
   cr_assert_lt(m.ooms, ops / 20, "out-of-memory is rare within the budget (%d)", m.ooms);
 }
 
-TestSuite(core_random, .fini = core_stop, .timeout = 120);
+TestSuite(core_random, .fini = core_fini, .timeout = 120);
 
 Test(core_random, expandable_segments) { run("sim_capacity_mb:1024", 1, 3000, false); }
 Test(core_random, expandable_segments_other_seed) { run("sim_capacity_mb:1024", 77, 3000, false); }

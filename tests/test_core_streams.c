@@ -8,7 +8,7 @@
 
 /* Every test here completes streams by hand: simulated device only. */
 static void sim_only(void) { SKIP_ON_CUDA("events completed by the test"); }
-TestSuite(core_streams, .init = sim_only, .fini = core_stop);
+TestSuite(core_streams, .init = sim_only, .fini = core_fini);
 
 static void *alloc_on(size_t size, ca_stream_t s) {
   void *p = NULL;

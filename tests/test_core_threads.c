@@ -67,7 +67,7 @@ static void *observe(void *arg) {
   return NULL;
 }
 
-TestSuite(core_threads, .fini = core_stop, .timeout = 120);
+TestSuite(core_threads, .fini = core_fini, .timeout = 120);
 
 Test(core_threads, many_threads_allocate_and_free_at_once) {
   core_start("sim_capacity_mb:1024");

@@ -71,11 +71,13 @@ static inline shim_run_t *shim_prog_bare(const char *prog, const char *args, con
   return shim_sh(env, cmd);
 }
 
-/* The program ran to its end: exit 0 and its "<prog>: ok" line. */
+/* The program ran to its end: exit 0 and its "<prog>: ok" line, and the
+ * simulated device's reuse oracle reported nothing. */
 #define shim_assert_ok(r, prog)                                                         \
   do {                                                                                  \
     cr_assert_eq((r)->status, 0, "%s exited with %d:\n%s", prog, (r)->status, (r)->out); \
     cr_assert_not_null(strstr((r)->out, prog ": ok"), "%s did not finish:\n%s", prog, (r)->out); \
+    cr_assert_null(strstr((r)->out, "reuse oracle:"), "%s: the reuse oracle objected:\n%s", prog, (r)->out); \
   } while (0)
 
 #define shim_assert_has(r, text) \

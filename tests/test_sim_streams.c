@@ -225,6 +225,8 @@ typedef struct {
 
 static void *complete_own_per_thread_stream(void *arg) {
   record_arg_t *a = arg;
+  int dev;
+  if (a->be->get_device(&dev) != CUDA_SUCCESS) return (void *)(uintptr_t)CUDA_ERROR_INVALID_CONTEXT;
   ca_sim_stream_complete(CA_STREAM_PER_THREAD);
   return (void *)(uintptr_t)a->be->event_query(a->e);
 }
@@ -316,9 +318,127 @@ Test(sim_streams, destroyed_stream_work_stays_pending) {
   DONE(be, es);
 }
 
+/* Handles used to be addresses, so a destroyed stream's handle would name
+ * whatever stream the host allocator later put at that address; now they
+ * are table ids that are never reused. (Not a regression test: glibc's
+ * calloc happened not to reuse the freed address, so the old code passed
+ * this too.) */
+Test(sim_streams, a_destroyed_stream_handle_never_names_another_stream) {
+  SKIP_ON_CUDA("uses destroyed handles");
+  const ca_backend_t *be = sim_start(CONF, NULL);
+  ca_stream_t dead = new_stream(0), later[16];
+  OK(ca_sim_stream_destroy(dead));
+  for (int i = 0; i < 16; i++) {
+    later[i] = new_stream(i % 2);
+    cr_assert_neq(later[i], dead, "stream %d reuses the destroyed handle", i);
+  }
+  BREAKS_RULE(be->stream_sync(dead), CUDA_ERROR_INVALID_HANDLE);
+  ca_event_t e = new_event(be, 0);
+  BREAKS_RULE(be->event_record(e, dead), CUDA_ERROR_INVALID_HANDLE);
+  BREAKS_RULE(ca_sim_touch(dead, NULL, 0, 1), CUDA_ERROR_INVALID_HANDLE);
+  BREAKS_RULE(be->stream_sync((ca_stream_t)(uintptr_t)0xdeadbeef), CUDA_ERROR_INVALID_HANDLE);
+}
+
+typedef struct {
+  const ca_backend_t *be;
+  ca_event_t e;
+  ca_stream_t created;
+  CUresult record_legacy, record_ptds, sync_legacy, capturing, create, record_created, after_init;
+} no_context_t;
+
+/* A thread that never made a context current: what a synchronization of
+ * its default streams and friends answer there. Inputs tried: NULL, 0x2, a
+ * stream creation. event_record is the contract's exception (backend.h):
+ * its default handles name the event's device's streams, and the backend
+ * makes that device's context current for it (the CUDA backend pushes the
+ * primary context), so a fence can be recorded from any thread. */
+static void *calls_without_a_context(void *arg) {
+  no_context_t *a = arg;
+  int c, dev;
+  ca_stream_t s;
+  a->record_legacy = a->be->event_record(a->e, NULL);
+  a->record_ptds = a->be->event_record(a->e, CA_STREAM_PER_THREAD);
+  a->sync_legacy = a->be->stream_sync(CA_STREAM_LEGACY);
+  a->capturing = a->be->is_capturing(NULL, &c);
+  a->create = ca_sim_stream_create(&s, 0);
+  a->record_created = a->be->event_record(a->e, a->created); /* the stream carries its context */
+  a->after_init = a->be->get_device(&dev) ? CUDA_ERROR_UNKNOWN : a->be->event_record(a->e, NULL);
+  return NULL;
+}
+
+/* Before: a thread without a context used device 0's default streams (the
+ * five calls above succeeded). */
+Test(sim_streams, default_streams_need_a_current_context) {
+  SKIP_ON_CUDA("simulated contexts");
+  const ca_backend_t *be = sim_start(MANUAL, NULL);
+  no_context_t a = {.be = be, .e = new_event(be, 0), .created = new_stream(1)};
+  pthread_t t;
+  uint64_t v0 = ca_sim_violations();
+  cr_assert_eq(pthread_create(&t, NULL, calls_without_a_context, &a), 0);
+  pthread_join(t, NULL);
+  cr_assert_eq(a.record_legacy, CUDA_SUCCESS, "event_record's default handles are the event's device's");
+  cr_assert_eq(a.record_ptds, CUDA_SUCCESS);
+  cr_assert_eq(a.sync_legacy, CUDA_ERROR_INVALID_CONTEXT);
+  cr_assert_eq(a.capturing, CUDA_ERROR_INVALID_CONTEXT);
+  cr_assert_eq(a.create, CUDA_ERROR_INVALID_CONTEXT);
+  cr_assert_eq(a.record_created, CUDA_SUCCESS);
+  cr_assert_eq(a.after_init, CUDA_SUCCESS, "get_device did not give the thread a context");
+  cr_assert_eq(ca_sim_violations(), v0 + 3);
+}
+
+Test(sim_streams, a_teardown_leaves_threads_without_a_context) {
+  SKIP_ON_CUDA("simulated contexts");
+  const ca_backend_t *be = sim_start(CONF, NULL);
+  OK(be->stream_sync(NULL));
+  ca_sim_shutdown();
+  OK(be->init(&ca_config.sim));
+  BREAKS_RULE(be->stream_sync(NULL), CUDA_ERROR_INVALID_CONTEXT);
+  ca_sim_thread_init();
+  OK(be->stream_sync(NULL));
+}
+
+Test(sim_streams, a_stream_waits_for_an_event) {
+  SKIP_ON_CUDA("controls simulated time");
+  const ca_backend_t *be = sim_start(MANUAL, NULL);
+  ca_stream_t a = new_stream(1), b = new_stream(1);
+  ca_event_t ea = new_event(be, 0), eb = new_event(be, 0), late = new_event(be, 0);
+  OK(be->event_record(ea, a));
+  OK(ca_sim_stream_wait_event(b, ea));
+  OK(be->event_record(eb, b));
+  OK(be->event_record(late, a)); /* after the wait: not waited for */
+  ca_sim_stream_complete(b);
+  DONE(be, eb);
+  DONE(be, ea);
+  PENDING(be, late);
+  BREAKS_RULE(ca_sim_stream_wait_event(b, (ca_event_t)0x1234), CUDA_ERROR_INVALID_HANDLE);
+}
+
 // ----------------------------------------------------------------------------
 // Capture
 // ----------------------------------------------------------------------------
+
+/* Before: a query or a wait during another stream's capture succeeded and
+ * the capture went on as if nothing had happened. */
+Test(sim_streams, waiting_during_a_capture_invalidates_it) {
+  SKIP_ON_CUDA("simulates capture");
+  const ca_backend_t *be = sim_start(MANUAL, NULL);
+  ca_stream_t s = new_stream(1), other = new_stream(1);
+  ca_event_t e = new_event(be, 0);
+  OK(be->event_record(e, other));
+  ca_sim_set_capturing(s, 1);
+  cr_assert_eq(ca_sim_capture_invalidated(s), 0);
+  int c;
+  OK(be->is_capturing(other, &c)); /* asking is allowed */
+  cr_assert_eq(ca_sim_capture_invalidated(s), 0);
+  BREAKS_RULE(be->event_query(e), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  cr_assert_eq(ca_sim_capture_invalidated(s), 1);
+  BREAKS_RULE(be->event_sync(e), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  BREAKS_RULE(be->stream_sync(other), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  ca_sim_set_capturing(s, 0);
+  cr_assert_eq(ca_sim_capture_invalidated(s), 0);
+  PENDING(be, e); /* nothing was completed by the refused calls */
+  OK(be->event_sync(e));
+}
 
 Test(sim_streams, capture_is_reported_and_never_synchronized) {
   SKIP_ON_CUDA("simulates capture");
@@ -356,7 +476,8 @@ static void *record_and_complete(void *arg) {
   const ca_backend_t *be = arg;
   ca_stream_t s;
   ca_event_t e;
-  if (ca_sim_stream_create(&s, 0) || be->event_create(0, &e)) return (void *)1;
+  int dev;
+  if (be->get_device(&dev) || ca_sim_stream_create(&s, 0) || be->event_create(0, &e)) return (void *)1;
   for (int i = 0; i < ROUNDS; i++) {
     if (be->event_record(e, i % 3 ? s : NULL)) return (void *)2;
     if (i % 5 == 0) ca_sim_stream_complete(s);

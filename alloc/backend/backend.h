@@ -23,17 +23,21 @@
  *   mistakes returns CUDA_ERROR_INVALID_VALUE otherwise.
  * - Streams are the driver's handles: NULL and (void *)0x1 name the legacy
  *   default stream, (void *)0x2 the per-thread default stream, of the
- *   calling thread's current device, except in event_record, where they
- *   name those of the event's device. An unknown, destroyed or garbage
- *   stream or event, or an event used with a stream of another device,
- *   returns CUDA_ERROR_INVALID_HANDLE; a bad device ordinal,
- *   CUDA_ERROR_INVALID_DEVICE.
+ *   calling thread's current context (a thread with none gets
+ *   CUDA_ERROR_INVALID_CONTEXT; get_device and set_device give it one),
+ *   except in event_record, where they name those of the event's device.
+ *   An unknown, destroyed or garbage stream or event, or an event used with
+ *   a stream of another device, returns CUDA_ERROR_INVALID_HANDLE; a bad
+ *   device ordinal, CUDA_ERROR_INVALID_DEVICE.
  * - Contexts: a backend serves each device in one context (on CUDA the
  *   device's primary context, the runtime API's). A calling thread whose
  *   current context is another one (a program's own cuCtxCreate), or a
  *   stream of such a context, is not served: get_device still answers, but
  *   stream_device returns CUDA_ERROR_NOT_SUPPORTED, and the core then leaves
  *   the call to the real allocator.
+ * - While a stream captures a graph (global mode), querying or waiting for
+ *   an event returns CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates
+ *   the capture.
  * - Event queries return 0 when complete and CUDA_ERROR_NOT_READY otherwise.
  */
 #ifndef CUDALLOC_BACKEND_H
@@ -86,14 +90,22 @@ typedef struct ca_fault_spec_s {
   uint64_t nth;
 } ca_fault_spec_t;
 
+/* When simulated device work completes (sim_events). */
+typedef enum ca_sim_events_e {
+  CA_SIM_EVENTS_AUTO,           /* at once: nothing is ever pending */
+  CA_SIM_EVENTS_MANUAL,         /* when a test completes it, or something waits */
+  CA_SIM_EVENTS_LAG,            /* as manual, or by itself after 1..lag_ops later calls */
+} ca_sim_events_t;
+
 /* Settings a backend reads when it starts: CUDALLOC_CONF's sim_* keys,
  * which only the simulated device has (a real backend ignores them). */
 typedef struct ca_backend_options_s {
   unsigned devices;
   uint64_t capacity;            /* bytes per device */
   uint64_t granularity;         /* bytes */
-  bool events_manual;
   bool no_vmm;                  /* the devices say they lack virtual memory management */
+  unsigned events;              /* a ca_sim_events_t */
+  unsigned lag_ops;             /* CA_SIM_EVENTS_LAG: the most calls work lags behind */
   ca_fault_spec_t fail[CA_BACKEND_MAX_FAULTS];
   unsigned fail_count;
   double fail_rate;
@@ -164,6 +176,15 @@ typedef struct ca_backend_s {
    * with a default handle, a current context) of a context the backend does
    * not serve. Cheap: the core asks on every stream-ordered call. */
   CUresult (*stream_device)(ca_stream_t stream, int *dev);
+
+  /* -- optional (NULL when the backend has none) ------------------------------ */
+  /* Told of every block the core hands out, [va, va+size) for stream, by the
+   * allocating call at site (a return address): a backend that sees device
+   * work checks that none still pending can touch it. stream_ordered: the
+   * block may be used at once only by work on stream (and what is ordered
+   * after it); otherwise by any stream, so no work may be pending on it. */
+  void (*check_handout)(uintptr_t va, size_t size, ca_stream_t stream, bool stream_ordered,
+                        void *site);
 } ca_backend_t;
 
 extern const ca_backend_t ca_backend_sim;

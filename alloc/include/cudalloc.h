@@ -87,7 +87,10 @@ CUDALLOC_API cudaError_t cudalloc_free_sync(void *ptr);
 CUDALLOC_API cudaError_t cudalloc_stream_register(cudaStream_t stream, unsigned int flags);
 CUDALLOC_API cudaError_t cudalloc_stream_unregister(cudaStream_t stream);
 
-/* Gives every cached (unallocated) physical page back to the backend. */
+/* Gives every cached (unallocated) physical page back to the backend. It
+ * first waits for the device work that frees made before the call still
+ * wait for (as PyTorch's empty_cache does), so that their memory goes back
+ * too; never while a graph capture is underway. */
 CUDALLOC_API cudaError_t cudalloc_empty_cache(void);
 
 /* 1 when ptr lies inside memory managed by cudalloc, else 0. */

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "sim_runtime.h"
+#include "backend_sim.h"
 
 #include <stdlib.h>
 #include <time.h>
@@ -123,36 +124,37 @@ CA_EXPORT cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEve
 // Streams: queries and waits
 // ----------------------------------------------------------------------------
 
-/* Whether the work queued on stream so far has completed: an event
- * recorded now tells. */
-static cudaError_t stream_query(const ca_backend_t *be, ca_stream_t stream) {
-  ca_event_t ev;
-  CUresult rc = be->event_create(ca_device_current(), &ev);
-  if (rc != CUDA_SUCCESS) return ca_rt_result(rc);
-  rc = be->event_record(ev, stream);
-  if (rc == CUDA_SUCCESS) rc = be->event_query(ev);
-  be->event_destroy(ev);
+/* Whether the work queued on stream so far has completed (an event
+ * recorded to tell would itself be new, pending work). */
+static cudaError_t stream_query(ca_stream_t stream) {
+  CUresult rc = ca_sim_stream_query(stream);
   return rc == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : ca_rt_result(rc);
 }
 
 CA_EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream) {
   CA_SIM_OR_REAL(cudaStreamQuery, stream);
-  return stream_query(be, stream);
+  return stream_query(stream);
 }
 
 CA_EXPORT cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) {
   CA_SIM_OR_REAL(cudaStreamQuery_ptsz, stream);
-  return stream_query(be, ca_ptsz(stream));
+  return stream_query(ca_ptsz(stream));
 }
 
-/* The simulated device runs no kernels: there is nothing to order, only
- * the handle to check. */
+/* Later work on stream waits for the event's: the simulated device keeps
+ * that order, so that memory used by the waiting stream is judged by it. */
+static cudaError_t wait_event(ca_stream_t stream, cudaEvent_t event) {
+  sim_event_t *e = event_of(event);
+  if (!e) return ca_rt_error(cudaErrorInvalidResourceHandle);
+  return e->recorded ? ca_rt_result(ca_sim_stream_wait_event(stream, e->event)) : cudaSuccess;
+}
+
 CA_EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
   CA_SIM_ONLY(cudaStreamWaitEvent, stream, event, flags);
-  return event_of(event) ? cudaSuccess : ca_rt_error(cudaErrorInvalidResourceHandle);
+  return wait_event(stream, event);
 }
 
 CA_EXPORT cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
   CA_SIM_ONLY(cudaStreamWaitEvent_ptsz, stream, event, flags);
-  return event_of(event) ? cudaSuccess : ca_rt_error(cudaErrorInvalidResourceHandle);
+  return wait_event(ca_ptsz(stream), event);
 }

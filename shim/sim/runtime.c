@@ -8,6 +8,7 @@
  * host.c.
  */
 #include "sim_runtime.h"
+#include "backend_sim.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -70,64 +71,109 @@ CA_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
 }
 
 // ----------------------------------------------------------------------------
-// Copies and fills: device memory is host memory here
+// Copies and fills: device memory is host memory here. The bytes move at
+// once; what a GPU would do later is told to the simulated device instead:
+// an asynchronous copy or fill is work on its stream that touches the
+// memory until the stream gets there, and a synchronous copy is a host
+// access, which pending work must not overlap.
 // ----------------------------------------------------------------------------
 
-static cudaError_t copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
+static cudaError_t copy_args(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
   if ((unsigned)kind > cudaMemcpyDefault) return ca_rt_error(cudaErrorInvalidMemcpyDirection);
   if (n && (!dst || !src)) return ca_rt_error(cudaErrorInvalidValue);
-  if (n) memmove(dst, src, n);
   return cudaSuccess;
 }
 
-static cudaError_t fill(void *dst, int value, size_t n) {
+/* Work on stream that reads [src, +n) and writes [dst, +n); also a fill
+ * (src NULL). A touch refused (a bad stream, unmapped memory) moves nothing. */
+static cudaError_t device_work(ca_stream_t stream, void *dst, const void *src, size_t n, void *site) {
+  CUresult rc = src ? ca_sim_touch_at(stream, src, n, 0, site) : CUDA_SUCCESS;
+  if (rc == CUDA_SUCCESS) rc = ca_sim_touch_at(stream, dst, n, 1, site);
+  return ca_rt_result(rc);
+}
+
+static cudaError_t copy_async(ca_stream_t stream, void *dst, const void *src, size_t n,
+                              enum cudaMemcpyKind kind, void *site) {
+  cudaError_t err = copy_args(dst, src, n, kind);
+  if (err == cudaSuccess && n) err = device_work(stream, dst, src, n, site);
+  if (err == cudaSuccess && n) memmove(dst, src, n);
+  return err;
+}
+
+static cudaError_t fill_async(ca_stream_t stream, void *dst, int value, size_t n, void *site) {
   if (n && !dst) return ca_rt_error(cudaErrorInvalidValue);
-  if (n) memset(dst, value, n);
-  return cudaSuccess;
+  cudaError_t err = n ? device_work(stream, dst, NULL, n, site) : cudaSuccess;
+  if (err == cudaSuccess && n) memset(dst, value, n);
+  return err;
+}
+
+/* An operation on stream now, waited for: it waits for what any work
+ * issued on stream would (on the legacy stream, the blocking streams'
+ * earlier work too), which an event recorded there marks. */
+static CUresult operation_waited(const ca_backend_t *be, ca_stream_t stream) {
+  ca_event_t ev;
+  CUresult rc = be->event_create(ca_device_current(), &ev);
+  if (rc != CUDA_SUCCESS) return rc;
+  rc = be->event_record(ev, stream);
+  if (rc == CUDA_SUCCESS) rc = be->event_sync(ev);
+  be->event_destroy(ev);
+  return rc;
 }
 
 /* cudaMemcpy waits for the work queued before it on its stream, as on a
- * GPU; that is what lets simulated work complete. */
+ * GPU; that is what lets simulated work complete. What is still pending
+ * then (non-blocking streams) races with the copy. */
+static cudaError_t copy_sync(const ca_backend_t *be, ca_stream_t stream, void *dst, const void *src, size_t n,
+                             enum cudaMemcpyKind kind, void *site) {
+  cudaError_t err = copy_args(dst, src, n, kind);
+  if (err == cudaSuccess) err = ca_rt_result(operation_waited(be, stream));
+  if (err != cudaSuccess || !n) return err;
+  ca_sim_host_access(src, n, 0, site);
+  ca_sim_host_access(dst, n, 1, site);
+  memmove(dst, src, n);
+  return cudaSuccess;
+}
+
 CA_EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
   CA_SIM_OR_REAL(cudaMemcpy, dst, src, n, kind);
-  cudaError_t err = ca_rt_result(be->stream_sync(CA_STREAM_LEGACY));
-  return err != cudaSuccess ? err : copy(dst, src, n, kind);
+  return copy_sync(be, CA_STREAM_LEGACY, dst, src, n, kind, CA_CALLER);
 }
 
 CA_EXPORT cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
   CA_SIM_OR_REAL(cudaMemcpy_ptds, dst, src, n, kind);
-  cudaError_t err = ca_rt_result(be->stream_sync(CA_STREAM_PER_THREAD));
-  return err != cudaSuccess ? err : copy(dst, src, n, kind);
+  return copy_sync(be, CA_STREAM_PER_THREAD, dst, src, n, kind, CA_CALLER);
 }
 
 CA_EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
                                       cudaStream_t stream) {
   CA_SIM_ONLY(cudaMemcpyAsync, dst, src, n, kind, stream);
-  return copy(dst, src, n, kind);
+  return copy_async(stream, dst, src, n, kind, CA_CALLER);
 }
 
 CA_EXPORT cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
                                            cudaStream_t stream) {
   CA_SIM_ONLY(cudaMemcpyAsync_ptsz, dst, src, n, kind, stream);
-  return copy(dst, src, n, kind);
+  return copy_async(ca_ptsz(stream), dst, src, n, kind, CA_CALLER);
 }
 
+/* cudaMemset is asynchronous to the host for device memory: work on the
+ * legacy (or per-thread) stream like cudaMemsetAsync. */
 CA_EXPORT cudaError_t cudaMemset(void *dst, int value, size_t n) {
   CA_SIM_ONLY(cudaMemset, dst, value, n);
-  return fill(dst, value, n);
+  return fill_async(CA_STREAM_LEGACY, dst, value, n, CA_CALLER);
 }
 
 CA_EXPORT cudaError_t cudaMemset_ptds(void *dst, int value, size_t n) {
   CA_SIM_ONLY(cudaMemset_ptds, dst, value, n);
-  return fill(dst, value, n);
+  return fill_async(CA_STREAM_PER_THREAD, dst, value, n, CA_CALLER);
 }
 
 CA_EXPORT cudaError_t cudaMemsetAsync(void *dst, int value, size_t n, cudaStream_t stream) {
   CA_SIM_ONLY(cudaMemsetAsync, dst, value, n, stream);
-  return fill(dst, value, n);
+  return fill_async(stream, dst, value, n, CA_CALLER);
 }
 
 CA_EXPORT cudaError_t cudaMemsetAsync_ptsz(void *dst, int value, size_t n, cudaStream_t stream) {
   CA_SIM_ONLY(cudaMemsetAsync_ptsz, dst, value, n, stream);
-  return fill(dst, value, n);
+  return fill_async(ca_ptsz(stream), dst, value, n, CA_CALLER);
 }

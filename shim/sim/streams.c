@@ -4,12 +4,17 @@
 #include "sim_runtime.h"
 #include "backend_sim.h"
 
+/* Every runtime call starts the calling thread's context, as the runtime
+ * does on a thread's first call. */
 const ca_backend_t *ca_shim_sim_backend(void) {
-  return ca_shim_sim() && ca_shim_start() ? &ca_backend_sim : NULL;
+  if (!ca_shim_sim() || !ca_shim_start()) return NULL;
+  ca_sim_thread_init();
+  return &ca_backend_sim;
 }
 
 CUresult ca_sim_rt_stream_create(ca_stream_t *stream, unsigned flags) {
   if (!stream) return CUDA_ERROR_INVALID_VALUE;
+  ca_sim_thread_init();
   return ca_sim_stream_create(stream, flags & CU_STREAM_NON_BLOCKING);
 }
 
@@ -19,6 +24,7 @@ CUresult ca_sim_rt_stream_destroy(ca_stream_t stream) { return ca_sim_stream_des
 CUresult ca_sim_rt_capture_begin(ca_stream_t stream, int mode) {
   int c = 0;
   if (!stream || stream == CA_STREAM_LEGACY) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  ca_sim_thread_init();
   if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
       mode != CU_STREAM_CAPTURE_MODE_RELAXED)
     return CUDA_ERROR_INVALID_VALUE;

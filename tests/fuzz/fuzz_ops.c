@@ -157,6 +157,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
            "backend:sim,sim_capacity_mb:24,sim_granularity_kb:64,sim_events:manual,quiet:true,track:off,%s",
            modes[size ? data[0] & 1 : 0]);
   REQUIRE(cudalloc_init(conf) == cudaSuccess, "init");
+  ca_sim_thread_init(); /* a runtime thread's context: the default streams need one */
   r.streams[0] = 0;
   for (int i = 1; i < NSTREAMS; i++)
     REQUIRE(ca_sim_stream_create((ca_stream_t *)&r.streams[i], i == NSTREAMS - 1) == CUDA_SUCCESS, "stream");

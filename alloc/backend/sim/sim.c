@@ -16,10 +16,14 @@
 
 #include "log.h"
 
-sim_state_t ca_sim = {.lock = PTHREAD_MUTEX_INITIALIZER};
+/* gen starts at 1: a thread's zeroed state names no generation, so no context */
+sim_state_t ca_sim = {.lock = PTHREAD_MUTEX_INITIALIZER, .gen = 1};
 
-/* The calling thread's current device, valid while gen matches ca_sim.gen
- * (so a teardown resets every thread to device 0). */
+/* The calling thread's current context: the primary context of dev, while
+ * gen matches ca_sim.gen (so a teardown leaves every thread without one).
+ * A thread has none until set_device, or get_device, which binds device 0
+ * as the runtime does on a thread's first call (the CUDA backend's
+ * get_device does the same). */
 static __thread struct {
   unsigned gen;
   int dev;
@@ -44,8 +48,25 @@ void ca_sim_unlock(void) { pthread_mutex_unlock(&ca_sim.lock); }
 
 bool ca_sim_valid_device(int dev) { return dev >= 0 && dev < LOAD(&ca_sim.ndev); }
 
+bool ca_sim_current_context(int *dev) {
+  if (tls_device.gen != LOAD(&ca_sim.gen) || !LOAD(&ca_sim.started)) return false;
+  *dev = tls_device.dev;
+  return true;
+}
+
 int ca_sim_current_device(void) {
-  return tls_device.gen == LOAD(&ca_sim.gen) ? tls_device.dev : 0;
+  int dev;
+  return ca_sim_current_context(&dev) ? dev : 0;
+}
+
+static void bind_thread(int dev) {
+  tls_device.gen = LOAD(&ca_sim.gen);
+  tls_device.dev = dev;
+}
+
+void ca_sim_thread_init(void) {
+  int dev;
+  if (LOAD(&ca_sim.started) && !ca_sim_current_context(&dev)) bind_thread(0);
 }
 
 // ----------------------------------------------------------------------------
@@ -128,6 +149,7 @@ static CUresult start_locked(const ca_backend_options_t *o) {
   }
   ca_sim.handles.tag = 'H';
   ca_sim.events.tag = 'E';
+  ca_sim.streams.tag = 'S';
   for (unsigned i = 0; i < ndev; i++) {
     CUresult rc = ca_sim_device_open_locked(&ca_sim.dev[i], (int)i, capacity, gran);
     if (rc != CUDA_SUCCESS) {
@@ -154,8 +176,13 @@ static void forget_locked(void) {
   ca_sim.nresv = ca_sim.resv_cap = 0;
   memset(&ca_sim.handles, 0, sizeof ca_sim.handles);
   memset(&ca_sim.events, 0, sizeof ca_sim.events);
+  memset(&ca_sim.streams, 0, sizeof ca_sim.streams);
   ca_sim.armed = false;
-  ca_sim.manual = false;
+  ca_sim.event_mode = CA_SIM_EVENTS_AUTO;
+  ca_sim.lag_ops = 0;
+  ca_sim.lagging = NULL;
+  ca_sim.touches = NULL;
+  ca_sim.ops = ca_sim.seq = 0;
   ca_sim_faults_reset();
 }
 
@@ -202,7 +229,10 @@ static void arm_once(const ca_backend_options_t *o) {
   pthread_mutex_lock(&ca_sim.lock);
   if (!ca_sim.armed) {
     ca_sim.armed = true;
-    ca_sim.manual = ca_sim.manual || o->events_manual;
+    /* a control set before the start wins over the configuration */
+    if (ca_sim.event_mode == CA_SIM_EVENTS_AUTO && o->events <= CA_SIM_EVENTS_LAG) ca_sim.event_mode = o->events;
+    if (!ca_sim.lag_ops) ca_sim.lag_ops = o->lag_ops ? o->lag_ops : 8;
+    ca_sim.lag_rng = o->seed ^ 0x6c61672d6f707321ull; /* "lag-ops!": apart from the fault draws */
     ca_sim_faults_arm(o);
   }
   pthread_mutex_unlock(&ca_sim.lock);
@@ -239,7 +269,10 @@ static CUresult sim_device_count(int *count) {
 static CUresult sim_get_device(int *dev) {
   CUresult rc = ca_sim_enter(CA_OP_get_device);
   if (rc == CUDA_SUCCESS) rc = started_or_violation();
-  if (rc == CUDA_SUCCESS) *dev = ca_sim_current_device();
+  if (rc == CUDA_SUCCESS) {
+    ca_sim_thread_init();
+    *dev = ca_sim_current_device();
+  }
   return ca_sim_leave(CA_OP_get_device, rc);
 }
 
@@ -248,10 +281,7 @@ static CUresult sim_set_device(int dev) {
   if (rc == CUDA_SUCCESS) rc = started_or_violation();
   if (rc == CUDA_SUCCESS && !ca_sim_valid_device(dev))
     rc = ca_sim_violation(CUDA_ERROR_INVALID_DEVICE);
-  if (rc == CUDA_SUCCESS) {
-    tls_device.gen = LOAD(&ca_sim.gen);
-    tls_device.dev = dev;
-  }
+  if (rc == CUDA_SUCCESS) bind_thread(dev);
   return ca_sim_leave(CA_OP_set_device, rc);
 }
 
@@ -273,7 +303,8 @@ static CUresult mem_info_locked(int dev, size_t *free_bytes, size_t *total_bytes
 }
 
 // ----------------------------------------------------------------------------
-// The table: every other entry is the same wrapper around a *_locked call
+// The table: every other entry is the same wrapper around a *_locked call,
+// and each such call is one tick of lag mode's clock
 // ----------------------------------------------------------------------------
 
 #define SIM_LOCKED_CALL(op, call)                                  \
@@ -282,6 +313,7 @@ static CUresult mem_info_locked(int dev, size_t *free_bytes, size_t *total_bytes
     if (rc_ == CUDA_SUCCESS) rc_ = ca_sim_lock_started();          \
     if (rc_ == CUDA_SUCCESS) {                                     \
       rc_ = (call);                                                \
+      ca_sim_lag_tick_locked();                                    \
       ca_sim_unlock();                                             \
     }                                                              \
     return ca_sim_leave(CA_OP_##op, rc_);                          \
@@ -377,4 +409,5 @@ const ca_backend_t ca_backend_sim = {
     .device_sync = sim_device_sync,
     .is_capturing = sim_is_capturing,
     .stream_device = sim_stream_device,
+    .check_handout = ca_sim_check_handout,
 };

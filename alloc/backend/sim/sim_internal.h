@@ -1,8 +1,9 @@
 /* The simulated device's internals, shared by its files:
- *   backend_sim.c  the backend table, start and teardown, devices
- *   sim_vm.c       reservations, physical handles, mappings
- *   sim_streams.c  streams, events and the completion of simulated work
- *   sim_faults.c   call counters, fault injection, latency
+ *   sim.c      the backend table, start and teardown, devices, contexts
+ *   vm.c       reservations, physical handles, mappings
+ *   streams.c  streams, events and the completion of simulated work
+ *   oracle.c   device work that touches memory, and the reuse oracle
+ *   faults.c   call counters, fault injection, latency
  *
  * One mutex (sim.lock) guards everything below except the counters and
  * fault settings (atomics) and the thread-local current device. Functions
@@ -54,6 +55,7 @@ typedef struct sim_extent_s {
 } sim_extent_t;
 
 typedef struct sim_handle_s {
+  uint64_t id;                  /* its handle */
   int dev;
   size_t size;
   unsigned nextents;
@@ -85,24 +87,45 @@ typedef enum {
   SIM_STREAM_LEGACY, SIM_STREAM_PER_THREAD, SIM_STREAM_BLOCKING, SIM_STREAM_NONBLOCKING
 } sim_stream_kind_t;
 
-/* One piece of simulated work: what an event recorded in manual mode marks.
- * It completes when its stream is completed up to it, and completing it
- * completes what it waited for (deps), since work cannot end before the
- * work it waits on. */
 typedef struct sim_work_s sim_work_t;
+
+/* What a piece of work reads or writes (ca_sim_touch): pending while its
+ * work is. handles: the physical handles mapped under the range when the
+ * work was issued, so that releasing one of them early is caught too. */
+typedef struct sim_touch_s {
+  struct sim_touch_s *prev, *next;  /* in ca_sim.touches */
+  sim_work_t *work;
+  uintptr_t va;
+  size_t size;
+  bool write;
+  void *site;                   /* where the work was issued */
+  char stream_name[64];         /* for reports */
+  unsigned nhandles;
+  uint64_t *handles;
+} sim_touch_t;
+
+/* One piece of simulated work: what an event recorded in manual or lag mode
+ * marks, a touch, or a wait for an event. It completes when its stream is
+ * completed up to it, and completing it completes what it waited for
+ * (deps), since work cannot end before the work it waits on. */
 struct sim_work_s {
-  unsigned refs;                /* queue + events + dependants */
+  unsigned refs;                /* queue + events + dependants + lag list */
   bool done;
   bool listed;                  /* on the completion worklist */
   struct sim_stream_s *stream;  /* while pending */
   sim_work_t *next;             /* in the stream's queue */
   sim_work_t *wl_next;          /* on the completion worklist */
+  sim_work_t *lag_next;         /* on ca_sim.lagging */
+  uint64_t seq;                 /* issue order, over every stream */
+  uint64_t due;                 /* lag mode: completes once ca_sim.ops reaches it */
+  sim_touch_t *touch;           /* NULL: touches no memory */
   unsigned ndeps;
   sim_work_t **deps;
 };
 
 typedef struct sim_stream_s {
   struct sim_stream_s *next;    /* in the device's list */
+  uint64_t id;                  /* the handle of a created stream; 0 for default ones */
   int dev;
   sim_stream_kind_t kind;
   bool capturing;
@@ -111,6 +134,8 @@ typedef struct sim_stream_s {
   pthread_t capture_thread;     /* the thread that began the capture */
   bool destroyed;               /* freed once its pending work is done */
   sim_work_t *head, *tail;      /* pending work, oldest first */
+  unsigned reach_epoch;         /* ordering walks (streams.c) */
+  uint64_t reach_seq;
 } sim_stream_t;
 
 // ----------------------------------------------------------------------------
@@ -134,12 +159,19 @@ typedef struct sim_state_s {
   int ndev;                     /* atomic: read without the lock */
   unsigned gen;                 /* atomic: bumped at teardown, resets thread state */
   bool armed;                   /* controls from the configuration applied */
-  bool manual;                  /* events complete when a test says */
+  unsigned event_mode;          /* a ca_sim_events_t: when work completes */
   bool no_vmm;                  /* device_props says: no virtual memory management */
+  unsigned lag_ops;             /* lag mode: work lags 1..lag_ops calls */
+  uint64_t lag_rng;             /* lag mode's generator */
+  uint64_t ops;                 /* calls so far: lag mode's clock */
+  uint64_t seq;                 /* works issued so far */
+  unsigned epoch;               /* ordering walks so far */
+  sim_work_t *lagging;          /* lag mode: pending work that completes by itself */
+  sim_touch_t *touches;         /* pending touches */
   sim_device_t dev[SIM_MAX_DEVICES];
   sim_resv_t *resv;             /* sorted by va */
   size_t nresv, resv_cap;
-  sim_slots_t handles, events;
+  sim_slots_t handles, events, streams;
 } sim_state_t;
 
 extern sim_state_t ca_sim;
@@ -150,11 +182,13 @@ CUresult ca_sim_violation(CUresult err);
 /* Locks and checks that the simulation runs; on error it is unlocked. */
 CUresult ca_sim_lock_started(void);
 void ca_sim_unlock(void);
-/* The calling thread's current device. */
+/* The calling thread's current device (0 when it has no context). */
 int ca_sim_current_device(void);
+/* true, with its device, when the calling thread has a current context. */
+bool ca_sim_current_context(int *dev);
 bool ca_sim_valid_device(int dev);
 
-/* "sim_vm.c" */
+/* "vm.c" */
 CUresult ca_sim_device_open_locked(sim_device_t *d, int ordinal, size_t capacity, size_t gran);
 /* Frees a device's host objects; unmaps the reservations too when unmap. */
 void ca_sim_vm_teardown_locked(bool unmap);
@@ -165,9 +199,25 @@ CUresult ca_sim_release_locked(ca_phys_t handle);
 CUresult ca_sim_map_locked(uintptr_t va, size_t size, ca_phys_t handle, size_t offset);
 CUresult ca_sim_unmap_locked(uintptr_t va, size_t size);
 CUresult ca_sim_set_access_locked(int dev, uintptr_t va, size_t size);
+/* true when [va, va+size) overlaps a reservation; *mapped: and lies in
+ * mappings entirely. */
+bool ca_sim_device_range_locked(uintptr_t va, size_t size, bool *mapped);
+/* The handles mapped under [va, va+size), at most cap of them; the count. */
+unsigned ca_sim_handles_under_locked(uintptr_t va, size_t size, uint64_t *out, unsigned cap);
 
-/* "sim_streams.c" */
+/* "streams.c" */
 void ca_sim_streams_teardown_locked(void);
+/* The stream a handle names for the calling thread; quiet: no violation
+ * is counted for a bad handle. */
+CUresult ca_sim_stream_resolve_locked(ca_stream_t handle, sim_stream_t **out, bool quiet);
+/* Queues a piece of work on s that touches memory (touch, owned by it). */
+CUresult ca_sim_work_push_touch_locked(sim_stream_t *s, sim_touch_t *touch);
+/* true when work w is done, or completes before any work issued on s
+ * from now on can start (stream order, the legacy stream's implicit
+ * waits, and event waits). */
+bool ca_sim_work_ordered_before_locked(sim_work_t *w, sim_stream_t *s);
+/* Lag mode's clock: one more call; completes the work that is due. */
+void ca_sim_lag_tick_locked(void);
 CUresult ca_sim_event_create_locked(int dev, ca_event_t *event);
 CUresult ca_sim_event_record_locked(ca_event_t event, ca_stream_t stream);
 CUresult ca_sim_event_query_locked(ca_event_t event);
@@ -179,7 +229,16 @@ CUresult ca_sim_is_capturing_locked(ca_stream_t stream, int *capturing);
 CUresult ca_sim_stream_device_locked(ca_stream_t stream, int *dev);
 void ca_sim_complete_all_locked(void);
 
-/* "sim_faults.c" */
+/* "oracle.c" */
+/* A touch's work completed: forget the touch. */
+void ca_sim_touch_done_locked(sim_touch_t *t);
+/* Map, unmap or release of memory that pending work touches. */
+void ca_sim_oracle_pages_locked(const char *what, uintptr_t va, size_t size);
+void ca_sim_oracle_release_locked(uint64_t handle);
+/* The table's check_handout (backend.h). */
+void ca_sim_check_handout(uintptr_t va, size_t size, ca_stream_t stream, bool stream_ordered, void *site);
+
+/* "faults.c" */
 /* Counts a call of op, waits its latency, and returns the injected error
  * when this call is chosen to fail (else 0). */
 CUresult ca_sim_enter(ca_backend_op_t op);

@@ -1,10 +1,14 @@
 /* Streams and events of the simulated device.
  *
- * The device runs no kernels: the work on a stream is what events mark. In
- * auto mode an event is complete as soon as it is recorded. In manual mode
- * recording queues a piece of work on the stream, pending until the test
- * completes the stream or something waits for it (event, stream or device
- * synchronize: waiting is what lets simulated time pass).
+ * The device runs no kernels: the work on a stream is what events mark, what
+ * a test says touches memory (ca_sim_touch) and waits for events. In auto
+ * mode work is complete as soon as it is issued. In manual mode issuing
+ * queues a piece of work on the stream, pending until the test completes
+ * the stream or something waits for it (event, stream or device
+ * synchronize: waiting is what lets simulated time pass). Lag mode is
+ * manual mode in which each piece of work also completes by itself after
+ * k further calls of the device, k drawn in [1, lag_ops] from a seeded
+ * generator: the host runs ahead of the device, as on a GPU.
  *
  * The legacy default stream orders itself with every blocking stream of its
  * device (created blocking, and per-thread default streams): its work waits
@@ -66,6 +70,8 @@ static void complete_through(sim_work_t *w, sim_work_t **wl) {
     x->done = true;
     x->stream = NULL;
     x->next = NULL;
+    if (x->touch) ca_sim_touch_done_locked(x->touch);
+    x->touch = NULL;
     for (unsigned k = 0; k < x->ndeps; k++) worklist_push(wl, x->deps[k]);
     free(x->deps);
     x->deps = NULL;
@@ -113,23 +119,108 @@ static unsigned deps_of(const sim_stream_t *s, sim_work_t **out, unsigned cap) {
   return n;
 }
 
-/* Queues a new piece of work on s. */
-static sim_work_t *work_push(sim_stream_t *s) {
+/* splitmix64: lag mode's draws, under the lock, so one seed gives one run. */
+static uint64_t lag_draw(void) {
+  uint64_t z = (ca_sim.lag_rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Lag mode: w completes by itself at the end of the k-th call after the
+ * one that issued it (the clock ticks at the end of every call). */
+static void lag_schedule(sim_work_t *w) {
+  unsigned n = ca_sim.lag_ops ? ca_sim.lag_ops : 1;
+  w->due = ca_sim.ops + 1 + 1 + lag_draw() % n;
+  w->refs++;
+  w->lag_next = ca_sim.lagging;
+  ca_sim.lagging = w;
+}
+
+/* Queues a new piece of work on s; it also waits for extra when pending. */
+static sim_work_t *work_push(sim_stream_t *s, sim_work_t *extra) {
   sim_work_t *w = calloc(1, sizeof *w);
   if (!w) return NULL;
-  unsigned n = deps_of(s, NULL, 0);
+  if (extra && extra->done) extra = NULL;
+  unsigned n = deps_of(s, NULL, 0) + (extra != NULL);
   if (n && !(w->deps = malloc(n * sizeof *w->deps))) {
     free(w);
     return NULL;
   }
   w->ndeps = deps_of(s, w->deps, n);
+  if (extra) w->deps[w->ndeps++] = extra;
   for (unsigned k = 0; k < w->ndeps; k++) w->deps[k]->refs++;
   w->refs = 1;
   w->stream = s;
+  w->seq = ++ca_sim.seq;
   if (s->tail) s->tail->next = w;
   else s->head = w;
   s->tail = w;
+  if (ca_sim.event_mode == CA_SIM_EVENTS_LAG) lag_schedule(w);
   return w;
+}
+
+// ----------------------------------------------------------------------------
+// Ordering: what work is sure to be complete before new work on a stream
+// ----------------------------------------------------------------------------
+
+/* The pending work that new work on s would wait for: s's last work and,
+ * by the legacy stream's rules, deps_of(s). */
+static unsigned frontier(const sim_stream_t *s, sim_work_t **out, unsigned cap) {
+  unsigned n = 0;
+  if (s->tail) out[n++] = s->tail;
+  return n + deps_of(s, out + n, cap - n);
+}
+
+typedef struct {
+  sim_work_t **v;
+  size_t n, cap;
+} work_stack_t;
+
+static bool stack_push(work_stack_t *st, sim_work_t *w) {
+  if (st->n == st->cap) {
+    size_t cap = st->cap ? st->cap * 2 : 64;
+    sim_work_t **v = realloc(st->v, cap * sizeof *v);
+    if (!v) return false;
+    st->v = v;
+    st->cap = cap;
+  }
+  st->v[st->n++] = w;
+  return true;
+}
+
+/* Marks, per stream, the latest work reached from w: reaching a work
+ * reaches every earlier one of its stream and what each waited for. */
+static bool reach(work_stack_t *st, sim_work_t *w, unsigned epoch) {
+  sim_stream_t *x = w->stream;
+  bool seen = x->reach_epoch == epoch;
+  if (seen && x->reach_seq >= w->seq) return true;
+  uint64_t from = seen ? x->reach_seq : 0;
+  x->reach_epoch = epoch;
+  x->reach_seq = w->seq;
+  for (sim_work_t *y = x->head; y && y->seq <= w->seq; y = y->next)
+    for (unsigned k = 0; y->seq > from && k < y->ndeps; k++)
+      if (!y->deps[k]->done && !stack_push(st, y->deps[k])) return false;
+  return true;
+}
+
+static bool reached(const sim_work_t *w, unsigned epoch) {
+  return w->stream->reach_epoch == epoch && w->stream->reach_seq >= w->seq;
+}
+
+/* A walk back from what new work on s would wait for. Out of host memory
+ * it answers "not ordered": a false alarm rather than a missed one. */
+bool ca_sim_work_ordered_before_locked(sim_work_t *w, sim_stream_t *s) {
+  if (w->done) return true;
+  unsigned cap = deps_of(s, NULL, 0) + 1;
+  work_stack_t st = {.v = malloc(cap * sizeof(sim_work_t *)), .cap = cap};
+  if (!st.v) return false;
+  st.n = frontier(s, st.v, cap);
+  unsigned epoch = ++ca_sim.epoch;
+  bool ok = true;
+  while (ok && st.n && !reached(w, epoch)) ok = reach(&st, st.v[--st.n], epoch);
+  free(st.v);
+  return ok && reached(w, epoch);
 }
 
 // ----------------------------------------------------------------------------
@@ -159,12 +250,32 @@ static sim_stream_t *per_thread_stream(int dev) {
   return tls_ptds.s[dev];
 }
 
-/* A live stream created by ca_sim_stream_create, or NULL. */
+/* A live stream created by ca_sim_stream_create, or NULL. Handles are
+ * table ids, never reused: a destroyed stream's handle stays invalid even
+ * once another stream lives where it did. */
 static sim_stream_t *created_stream(ca_stream_t handle) {
-  for (int i = 0; i < ca_sim.ndev; i++)
-    for (sim_stream_t *s = ca_sim.dev[i].streams; s; s = s->next)
-      if (s == handle && !s->destroyed && s->kind != SIM_STREAM_PER_THREAD) return s;
-  return NULL;
+  return ca_sim_slot_get(&ca_sim.streams, (uint64_t)(uintptr_t)handle);
+}
+
+static bool default_stream(ca_stream_t handle) {
+  return handle == NULL || handle == CA_STREAM_LEGACY || handle == CA_STREAM_PER_THREAD;
+}
+
+/* The stream a handle names, for the calling thread: a default stream is
+ * the current context's, and a thread without one has none. */
+CUresult ca_sim_stream_resolve_locked(ca_stream_t handle, sim_stream_t **out, bool quiet) {
+  int dev;
+  CUresult rc = CUDA_SUCCESS;
+  if (!default_stream(handle)) {
+    if (!(*out = created_stream(handle))) rc = CUDA_ERROR_INVALID_HANDLE;
+  } else if (!ca_sim_current_context(&dev)) {
+    rc = CUDA_ERROR_INVALID_CONTEXT;
+  } else if (handle == CA_STREAM_PER_THREAD) {
+    if (!(*out = per_thread_stream(dev))) return CUDA_ERROR_OUT_OF_MEMORY;
+  } else {
+    *out = &ca_sim.dev[dev].legacy;
+  }
+  return rc == CUDA_SUCCESS || quiet ? rc : ca_sim_violation(rc);
 }
 
 /* The stream a handle names for the calling thread, the default handles
@@ -176,9 +287,8 @@ static CUresult stream_resolve_on(int dev, ca_stream_t handle, sim_stream_t **ou
   return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-/* The stream a handle names for the calling thread, on its current device. */
 static CUresult stream_resolve(ca_stream_t handle, sim_stream_t **out) {
-  return stream_resolve_on(ca_sim_current_device(), handle, out);
+  return ca_sim_stream_resolve_locked(handle, out, false);
 }
 
 /* A created stream's device (the default handles are answered without the
@@ -206,11 +316,15 @@ static void sweep_streams(void) {
     }
 }
 
+/* Completes the work issued on s so far (and what it waited for), not the
+ * work a later operation on the legacy stream would wait for: the
+ * stricter reading of synchronizing the legacy stream. */
 static void stream_complete_locked(sim_stream_t *s) {
   work_complete(s->tail);
   sweep_streams();
 }
 
+/* A stream of d captures: synchronizing d would break its capture. */
 static bool device_capturing(const sim_device_t *d) {
   if (d->legacy.capturing) return true;
   for (const sim_stream_t *s = d->streams; s; s = s->next)
@@ -321,7 +435,8 @@ CUresult ca_sim_event_record_locked(ca_event_t event, ca_stream_t stream) {
   if (rc != CUDA_SUCCESS) return rc;
   if (s->dev != e->dev) return ca_sim_violation(CUDA_ERROR_INVALID_HANDLE);
   sim_work_t *w = NULL;
-  if (ca_sim.manual && !s->capturing && !(w = work_push(s))) return CUDA_ERROR_OUT_OF_MEMORY;
+  bool pending = ca_sim.event_mode != CA_SIM_EVENTS_AUTO && !s->capturing;
+  if (pending && !(w = work_push(s, NULL))) return CUDA_ERROR_OUT_OF_MEMORY;
   if (w) w->refs++;
   work_unref(e->work);
   e->work = w;
@@ -331,26 +446,31 @@ CUresult ca_sim_event_record_locked(ca_event_t event, ca_stream_t stream) {
 
 /* 0 when e's work is complete (dropping it), else CUDA_ERROR_NOT_READY. */
 static CUresult event_state(sim_event_obj_t *e) {
-  if (e->captured) return ca_sim_violation(CUDA_ERROR_CAPTURED_EVENT);
   if (e->work && !e->work->done) return CUDA_ERROR_NOT_READY;
   work_unref(e->work);
   e->work = NULL;
   return CUDA_SUCCESS;
 }
 
-CUresult ca_sim_event_query_locked(ca_event_t event) {
-  sim_event_obj_t *e = event_get(event);
+/* The event to query or wait for, or the driver's refusal. */
+static CUresult event_to_wait(ca_event_t event, sim_event_obj_t **out) {
+  sim_event_obj_t *e = *out = event_get(event);
   if (!e) return ca_sim_violation(CUDA_ERROR_INVALID_HANDLE);
-  CUresult rc = e->captured ? CUDA_SUCCESS : capture_allows_waiting();
+  if (e->captured) return ca_sim_violation(CUDA_ERROR_CAPTURED_EVENT);
+  return capture_allows_waiting();
+}
+
+CUresult ca_sim_event_query_locked(ca_event_t event) {
+  sim_event_obj_t *e;
+  CUresult rc = event_to_wait(event, &e);
   return rc != CUDA_SUCCESS ? rc : event_state(e);
 }
 
 CUresult ca_sim_event_sync_locked(ca_event_t event) {
-  sim_event_obj_t *e = event_get(event);
-  if (!e) return ca_sim_violation(CUDA_ERROR_INVALID_HANDLE);
-  CUresult rc = e->captured ? CUDA_SUCCESS : capture_allows_waiting();
+  sim_event_obj_t *e;
+  CUresult rc = event_to_wait(event, &e);
   if (rc != CUDA_SUCCESS) return rc;
-  if (!e->captured && e->work) {
+  if (e->work) {
     work_complete(e->work);
     sweep_streams();
   }
@@ -369,9 +489,21 @@ CUresult ca_sim_event_destroy_locked(ca_event_t event) {
 // Teardown
 // ----------------------------------------------------------------------------
 
+static void lagging_drop(void) {
+  while (ca_sim.lagging) {
+    sim_work_t *w = ca_sim.lagging;
+    ca_sim.lagging = w->lag_next;
+    work_unref(w);
+  }
+}
+
+static void stream_forget(void *obj) { (void)obj; /* freed from its device's list */ }
+
 void ca_sim_streams_teardown_locked(void) {
   ca_sim_complete_all_locked(); /* releases every queue's and dependant's reference */
+  lagging_drop();
   ca_sim_slot_clear(&ca_sim.events, event_free);
+  ca_sim_slot_clear(&ca_sim.streams, stream_forget);
   for (int i = 0; i < ca_sim.ndev; i++) {
     sim_device_t *d = &ca_sim.dev[i];
     while (d->streams) {
@@ -383,21 +515,60 @@ void ca_sim_streams_teardown_locked(void) {
 }
 
 // ----------------------------------------------------------------------------
+// Lag mode's clock, and work that touches memory
+// ----------------------------------------------------------------------------
+
+void ca_sim_lag_tick_locked(void) {
+  ca_sim.ops++;
+  bool completed = false;
+  for (sim_work_t **p = &ca_sim.lagging; *p;) {
+    sim_work_t *w = *p;
+    if (!w->done && w->due > ca_sim.ops) {
+      p = &w->lag_next;
+      continue;
+    }
+    if (!w->done) work_complete(w);
+    completed = true;
+    *p = w->lag_next;
+    work_unref(w);
+  }
+  if (completed) sweep_streams();
+}
+
+CUresult ca_sim_work_push_touch_locked(sim_stream_t *s, sim_touch_t *touch) {
+  sim_work_t *w = work_push(s, NULL);
+  if (!w) return CUDA_ERROR_OUT_OF_MEMORY;
+  w->touch = touch;
+  touch->work = w;
+  return CUDA_SUCCESS;
+}
+
+// ----------------------------------------------------------------------------
 // Controls (backend_sim.h)
 // ----------------------------------------------------------------------------
+
+static CUresult stream_create_locked(ca_stream_t *stream, int nonblocking) {
+  int dev;
+  if (!ca_sim_current_context(&dev)) return ca_sim_violation(CUDA_ERROR_INVALID_CONTEXT);
+  sim_stream_t *s = calloc(1, sizeof *s);
+  if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!(s->id = ca_sim_slot_put(&ca_sim.streams, s))) {
+    free(s);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  s->dev = dev;
+  s->kind = nonblocking ? SIM_STREAM_NONBLOCKING : SIM_STREAM_BLOCKING;
+  device_link(s);
+  *stream = (ca_stream_t)(uintptr_t)s->id;
+  return CUDA_SUCCESS;
+}
 
 CUresult ca_sim_stream_create(ca_stream_t *stream, int nonblocking) {
   CUresult rc = ca_sim_lock_started();
   if (rc != CUDA_SUCCESS) return rc;
-  sim_stream_t *s = calloc(1, sizeof *s);
-  if (s) {
-    s->dev = ca_sim_current_device();
-    s->kind = nonblocking ? SIM_STREAM_NONBLOCKING : SIM_STREAM_BLOCKING;
-    device_link(s);
-    *stream = s;
-  }
+  rc = stream_create_locked(stream, nonblocking);
   ca_sim_unlock();
-  return s ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+  return rc;
 }
 
 /* Its pending work stays pending (and still orders the legacy stream) until
@@ -407,12 +578,49 @@ CUresult ca_sim_stream_destroy(ca_stream_t stream) {
   if (rc != CUDA_SUCCESS) return rc;
   sim_stream_t *s = created_stream(stream);
   if (s) {
+    ca_sim_slot_drop(&ca_sim.streams, s->id);
     s->destroyed = true;
     s->capturing = false;
     sweep_streams();
   }
   ca_sim_unlock();
   return s ? CUDA_SUCCESS : ca_sim_violation(CUDA_ERROR_INVALID_HANDLE);
+}
+
+/* As cuStreamWaitEvent: later work on stream waits for the event's work.
+ * Nothing to wait for in auto mode, or for an event not pending. */
+static CUresult wait_event_locked(ca_stream_t stream, ca_event_t event) {
+  sim_event_obj_t *e = event_get(event);
+  sim_stream_t *s;
+  if (!e) return ca_sim_violation(CUDA_ERROR_INVALID_HANDLE);
+  CUresult rc = stream_resolve(stream, &s);
+  if (rc != CUDA_SUCCESS) return rc;
+  if (e->captured) return ca_sim_violation(CUDA_ERROR_CAPTURED_EVENT);
+  if (ca_sim.event_mode == CA_SIM_EVENTS_AUTO || s->capturing || !e->work || e->work->done)
+    return CUDA_SUCCESS;
+  return work_push(s, e->work) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* As cuStreamQuery: every piece of work issued on stream so far is done.
+ * A call of the device, so that a polling loop lets lagging work finish. */
+CUresult ca_sim_stream_query(ca_stream_t stream) {
+  CUresult rc = ca_sim_lock_started();
+  if (rc != CUDA_SUCCESS) return rc;
+  sim_stream_t *s;
+  rc = stream_resolve(stream, &s);
+  if (rc == CUDA_SUCCESS) rc = capture_allows_waiting();
+  if (rc == CUDA_SUCCESS && s->tail) rc = CUDA_ERROR_NOT_READY;
+  ca_sim_lag_tick_locked();
+  ca_sim_unlock();
+  return rc;
+}
+
+CUresult ca_sim_stream_wait_event(ca_stream_t stream, ca_event_t event) {
+  CUresult rc = ca_sim_lock_started();
+  if (rc != CUDA_SUCCESS) return rc;
+  rc = wait_event_locked(stream, event);
+  ca_sim_unlock();
+  return rc;
 }
 
 int ca_sim_stream_is_nonblocking(ca_stream_t stream) {
@@ -437,12 +645,19 @@ void ca_sim_complete_all(void) {
 }
 
 /* Back to auto mode, what is pending completes: nothing would complete it
- * otherwise. */
-void ca_sim_set_manual_events(int manual) {
+ * otherwise. Work pending when lag mode begins waits to be completed as in
+ * manual mode; work issued from then on lags. */
+void ca_sim_set_events(ca_sim_events_t mode, unsigned lag_ops) {
+  if ((unsigned)mode > CA_SIM_EVENTS_LAG) return;
   pthread_mutex_lock(&ca_sim.lock);
-  if (!manual && ca_sim.started) ca_sim_complete_all_locked();
-  ca_sim.manual = manual != 0;
+  if (mode == CA_SIM_EVENTS_AUTO && ca_sim.started) ca_sim_complete_all_locked();
+  ca_sim.event_mode = mode;
+  if (lag_ops) ca_sim.lag_ops = lag_ops;
   pthread_mutex_unlock(&ca_sim.lock);
+}
+
+void ca_sim_set_manual_events(int manual) {
+  ca_sim_set_events(manual ? CA_SIM_EVENTS_MANUAL : CA_SIM_EVENTS_AUTO, 0);
 }
 
 void ca_sim_begin_capture(ca_stream_t stream, CUstreamCaptureMode mode) {
@@ -472,4 +687,12 @@ CUresult ca_sim_end_capture(ca_stream_t stream) {
 void ca_sim_set_capturing(ca_stream_t stream, int capturing) {
   if (capturing) ca_sim_begin_capture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
   else ca_sim_end_capture(stream);
+}
+
+int ca_sim_capture_invalidated(ca_stream_t stream) {
+  if (ca_sim_lock_started() != CUDA_SUCCESS) return 0;
+  sim_stream_t *s;
+  int invalid = stream_resolve(stream, &s) == CUDA_SUCCESS && s->capturing && s->capture_invalid;
+  ca_sim_unlock();
+  return invalid;
 }

@@ -202,6 +202,7 @@ CUresult ca_sim_create_locked(int dev, size_t size, ca_phys_t *handle) {
   }
   d->used += size;
   d->live_handles++;
+  h->id = id;
   *handle = id;
   return CUDA_SUCCESS;
 }
@@ -210,6 +211,7 @@ CUresult ca_sim_release_locked(ca_phys_t handle) {
   sim_handle_t *h = ca_sim_slot_get(&ca_sim.handles, handle);
   if (!h) return ca_sim_violation(CUDA_ERROR_INVALID_VALUE);
   if (h->maps) return ca_sim_violation(CUDA_ERROR_ILLEGAL_STATE);
+  ca_sim_oracle_release_locked(handle);
   sim_device_t *d = &ca_sim.dev[h->dev];
   for (unsigned i = 0; i < h->nextents; i++) {
     const sim_extent_t *e = &h->extents[i];
@@ -292,6 +294,7 @@ CUresult ca_sim_map_locked(uintptr_t va, size_t size, ca_phys_t handle, size_t o
       (i < r->nmaps && r->maps[i].va - va < size))
     return ca_sim_violation(CUDA_ERROR_INVALID_VALUE);
   if (!maps_reserve_one(r)) return CUDA_ERROR_OUT_OF_MEMORY;
+  ca_sim_oracle_pages_locked("map", va, size);
   if (!map_extents(va, size, h, offset)) {
     placeholder(va, size);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -308,6 +311,7 @@ CUresult ca_sim_unmap_locked(uintptr_t va, size_t size) {
   sim_resv_t *r = range_ok(va, size) ? resv_holding(va, size) : NULL;
   size_t i, j;
   if (!r || !whole_maps(r, va, size, &i, &j)) return ca_sim_violation(CUDA_ERROR_INVALID_VALUE);
+  ca_sim_oracle_pages_locked("unmap", va, size);
   if (!placeholder(va, size)) return CUDA_ERROR_UNKNOWN;
   for (size_t k = i; k < j; k++) r->maps[k].handle->maps--;
   memmove(&r->maps[i], &r->maps[j], (r->nmaps - j) * sizeof *r->maps);
@@ -339,6 +343,40 @@ int ca_sim_access(int dev, uintptr_t va) {
   if (i > 0 && va - r->maps[i - 1].va < r->maps[i - 1].size) granted = r->maps[i - 1].access >> dev & 1;
   pthread_mutex_unlock(&ca_sim.lock);
   return granted;
+}
+
+// ----------------------------------------------------------------------------
+// What device work can reach (oracle.c)
+// ----------------------------------------------------------------------------
+
+/* The mapping of r that holds va, or NULL. */
+static const sim_mapping_t *mapping_at(const sim_resv_t *r, uintptr_t va) {
+  size_t i = maps_lower(r, va + 1);
+  const sim_mapping_t *m = i ? &r->maps[i - 1] : NULL;
+  return m && va - m->va < m->size ? m : NULL;
+}
+
+bool ca_sim_device_range_locked(uintptr_t va, size_t size, bool *mapped) {
+  size_t i = resv_lower(va + 1);
+  const sim_resv_t *r = i ? &ca_sim.resv[i - 1] : NULL;
+  bool holds_va = r && va - r->va < r->size;
+  *mapped = false;
+  if (!holds_va) return i < ca_sim.nresv && ca_sim.resv[i].va - va < size; /* starts inside */
+  uintptr_t cursor = va, end = va + size;
+  const sim_mapping_t *m;
+  while (cursor < end && (m = mapping_at(r, cursor))) cursor = m->va + m->size;
+  *mapped = cursor >= end;
+  return true;
+}
+
+unsigned ca_sim_handles_under_locked(uintptr_t va, size_t size, uint64_t *out, unsigned cap) {
+  const sim_resv_t *r = resv_holding(va, 1);
+  if (!r) return 0;
+  size_t i = maps_lower(r, va + 1);
+  if (i > 0 && r->maps[i - 1].va + r->maps[i - 1].size > va) i--;
+  unsigned n = 0;
+  for (; i < r->nmaps && r->maps[i].va < va + size && n < cap; i++) out[n++] = r->maps[i].handle->id;
+  return n;
 }
 
 // ----------------------------------------------------------------------------
