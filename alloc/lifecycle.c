@@ -84,12 +84,21 @@ int ca_device_current(void) {
 }
 
 /* Forgets every device; with call_backend, gives their memory back. */
+/* Teardown unmaps and releases pages that device work may still touch (a
+ * kernel the program left running): wait for the device first, as the
+ * driver's own reset and context destruction do. Never during a capture. */
+static void settle_then_teardown(ca_device_t *d) {
+  if (d->ready && __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) == 0)
+    CA_CALL(d, backend_sync, ca_state.be->device_sync(d->ordinal));
+  ca_device_teardown(d, true);
+}
+
 static void drop_devices(bool call_backend) {
   for (int i = 0; i < CA_MAX_DEVICES; i++) {
     ca_device_t *d = ca_state.devices[i];
     if (!d) continue;
     if (call_backend) {
-      ca_device_teardown(d, true);
+      settle_then_teardown(d);
       pthread_mutex_destroy(&d->lock);
       free(d);
     }
@@ -151,7 +160,7 @@ CUresult ca_device_reset(int dev) {
   ca_device_t *d = __atomic_load_n(&ca_state.devices[dev], __ATOMIC_ACQUIRE);
   if (!d) return CUDA_SUCCESS;
   pthread_mutex_lock(&d->lock);
-  if (d->ready) ca_device_teardown(d, true);
+  if (d->ready) settle_then_teardown(d);
   pthread_mutex_unlock(&d->lock);
   return CUDA_SUCCESS;
 }

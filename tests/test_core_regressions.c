@@ -338,3 +338,28 @@ Test(core_regressions, a_device_with_vmm_is_served) {
   cr_assert_eq(ca_malloc(&p, MiB, NULL, CA_ALLOC_SYNC, NULL), CUDA_SUCCESS, "a smaller reservation is enough");
   cr_assert(cudalloc_owns(p));
 }
+
+// ----------------------------------------------------------------------------
+// Teardown while device work still runs
+// ----------------------------------------------------------------------------
+
+/* A program that resets the device (or shuts cudalloc down) while a kernel
+ * still writes one of its blocks: the pages must not be unmapped under the
+ * kernel. Before the fix the reset unmapped at once and the reuse oracle
+ * reported "unmap of pages that pending work touches" (manual events keep
+ * the kernel running until something waits). */
+static void teardown_under_a_running_kernel(bool reset) {
+  SKIP_ON_CUDA("the simulated device's touches and oracle");
+  core_start("sim_events:manual");
+  ca_stream_t s = test_stream(false);
+  void *p;
+  cr_assert_eq(cudalloc_malloc(&p, 4 * MiB, (cudaStream_t)s), cudaSuccess);
+  TOUCH(s, p, 4 * MiB, true);
+  uint64_t v0 = ca_sim_oracle_violations();
+  if (reset) cr_assert_eq(ca_device_reset(0), CUDA_SUCCESS);
+  else capture_discard(cudalloc_shutdown);   /* its leak report of p is expected */
+  cr_assert_eq(ca_sim_oracle_violations(), v0, "pages unmapped under a running kernel: %s", ca_sim_oracle_report(0));
+}
+
+Test(core_regressions, a_device_reset_waits_for_running_work) { teardown_under_a_running_kernel(true); }
+Test(core_regressions, shutdown_waits_for_running_work) { teardown_under_a_running_kernel(false); }
