@@ -86,10 +86,13 @@ int ca_device_current(void) {
 /* Forgets every device; with call_backend, gives their memory back. */
 /* Teardown unmaps and releases pages that device work may still touch (a
  * kernel the program left running): wait for the device first, as the
- * driver's own reset and context destruction do. Never during a capture. */
+ * driver's own reset and context destruction do, trying again when the
+ * wait fails (the teardown's own calls are tried as often). Never during a
+ * capture. */
 static void settle_then_teardown(ca_device_t *d) {
-  if (d->ready && __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) == 0)
-    CA_CALL(d, backend_sync, ca_state.be->device_sync(d->ordinal));
+  if (d->ready && __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) == 0 &&
+      CA_CALL_TRYING(d, backend_sync, ca_state.be->device_sync(d->ordinal)))
+    ca_log("device %d: the device could not be synchronized before its memory is given back", d->ordinal);
   ca_device_teardown(d, true);
 }
 
