@@ -67,7 +67,10 @@ static void keep_leftover(ca_device_t *d, ca_segment_t *seg) {
 static CUresult map_segment(ca_device_t *d, ca_segment_t *seg) {
   const ca_backend_t *be = ca_state.be;
   CUresult rc = CA_CALL(d, backend_reserve, be->reserve(d->ordinal, seg->size, &seg->base));
-  if (rc) return rc;
+  if (rc) {   /* nothing is held: seg goes, as after the later failures */
+    free(seg);
+    return rc;
+  }
   seg->held = HELD_RANGE;
   if (!(rc = CA_CALL(d, backend_create, be->create(d->ordinal, seg->size, &seg->handle)))) {
     seg->held |= HELD_HANDLE;

@@ -6,6 +6,7 @@
 #include "core_testing.h"
 
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 
 static void sim_only(void) { SKIP_ON_CUDA("a small capacity, manual events and injected faults"); }
@@ -363,3 +364,27 @@ static void teardown_under_a_running_kernel(bool reset) {
 
 Test(core_regressions, a_device_reset_waits_for_running_work) { teardown_under_a_running_kernel(true); }
 Test(core_regressions, shutdown_waits_for_running_work) { teardown_under_a_running_kernel(false); }
+
+/* Classic growth whose address reservation fails holds nothing, and keeps
+ * no host memory either. Before the fix the segment's struct (96 bytes)
+ * was lost on that path: this test failed with "112 bytes of host memory
+ * more after the failed growth", and LeakSanitizer reported the direct
+ * leak from ca_classic_grow; fuzz_ops found it. */
+Test(core_regressions, a_refused_classic_reservation_leaks_no_host_memory, .init = cr_redirect_stderr) {
+  SKIP_ON_CUDA("fault injection");
+  core_start("sim_capacity_mb:64,expandable_segments:false");
+  void *p = NULL;
+  cr_assert_eq(cudalloc_malloc(&p, MiB, 0), cudaSuccess);   /* the state every growth needs exists */
+  cr_assert_eq(cudalloc_free(p, 0), cudaSuccess);
+  ca_sim_fail_nth(CA_OP_reserve, 1);   /* a first failure makes what the ladder keeps for later */
+  cr_assert_eq(cudalloc_malloc(&p, 64 * MiB, 0), cudaErrorMemoryAllocation);
+  ca_sim_fail_nth(CA_OP_reserve, 1);
+  size_t before = mallinfo2().uordblks;
+  cr_assert_eq(cudalloc_malloc(&p, 64 * MiB, 0), cudaErrorMemoryAllocation);
+  size_t after = mallinfo2().uordblks;
+  cr_assert_eq(ca_sim_errors(CA_OP_reserve), 2);
+  cr_assert_eq(after, before, "%zd bytes of host memory more after the failed growth", (ssize_t)(after - before));
+  cr_assert_eq(cudalloc_malloc(&p, MiB, 0), cudaSuccess, "the next growth works");
+  cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
+  CHECK_CONSISTENT();
+}
