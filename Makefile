@@ -195,6 +195,17 @@ $(BUILD)/progs/%: tests/progs/%.c $(wildcard tests/progs/*.h) $(HEADER)
 $(BUILD)/progs/static_app: $(LIB_A)
 $(BUILD)/progs/static_app: PROG_LIBS = $(LIB_A) $(SANFLAGS)
 
+# The fault campaign (tests/campaign/): the whole op x outcome table.
+CAMPAIGN := $(BUILD)/tests/campaign/campaign
+$(CAMPAIGN): tests/campaign/campaign_main.c tests/campaign/campaign.h $(LIB_TEST_A)
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) -DCA_TESTING $(TEST_INC) -Itests/campaign $< -o $@ $(LIB_TEST_A) $(SANFLAGS) $(LIBS)
+$(BUILD)/tests/test_campaign: TEST_INC += -Itests/campaign
+
+.PHONY: campaign
+campaign: $(CAMPAIGN)
+	$(CAMPAIGN) $(CAMPAIGN_ARGS)
+
 # The test dependencies (Criterion, jemalloc): installed with apt-get when
 # missing and allowed, else named.
 deps:

@@ -156,6 +156,8 @@ size_t ca_sim_physical_used(int dev);
 int ca_sim_live_handles(int dev);
 /* Bytes mapped at the moment, all reservations of dev together. */
 size_t ca_sim_mapped_bytes(int dev);
+/* Bytes of address space in dev's live reservations. */
+size_t ca_sim_reserved_va(int dev);
 
 /* Tears the simulated devices down (every reservation, handle, stream and
  * event) so that the next init starts afresh from the configuration. */

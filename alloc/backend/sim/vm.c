@@ -417,3 +417,14 @@ static size_t fig_mapped(const sim_device_t *d) { return d->mapped; }
 size_t ca_sim_physical_used(int dev) { return device_figure(dev, fig_used); }
 int ca_sim_live_handles(int dev) { return (int)device_figure(dev, fig_handles); }
 size_t ca_sim_mapped_bytes(int dev) { return device_figure(dev, fig_mapped); }
+
+/* Bytes of address space dev holds in reservations (the campaign's "no
+ * reservation left behind"). */
+size_t ca_sim_reserved_va(int dev) {
+  size_t v = 0;
+  pthread_mutex_lock(&ca_sim.lock);
+  for (size_t i = 0; ca_sim.started && i < ca_sim.nresv; i++)
+    if (ca_sim.resv[i].dev == dev) v += ca_sim.resv[i].size;
+  pthread_mutex_unlock(&ca_sim.lock);
+  return v;
+}
