@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 
 #include "campaign.h"
+#include "internal.h"
 
 Test(campaign, slice_ends_in_no_defect, .timeout = 300) {
   unsigned bad = 0, runs = 0;
@@ -54,4 +55,21 @@ Test(campaign, errors_are_judged) {
   campaign_note(&st, cudaErrorMemoryAllocation, true, "free");
   cr_assert_eq(st.wrong, 2);
   cr_assert_eq(st.failed_calls, 4);
+}
+
+/* The invariant check: a statistic that no longer adds up is reported. */
+static void break_stats(void) { ca_state.devices[0]->stats.allocated_bytes.current += 512; }
+
+Test(campaign, a_broken_invariant_is_check) {
+  campaign_run_t run = {.op = CA_OP_map, .k = 0, .seed = 3, .sabotage = break_stats};
+  int failed;
+  cr_assert_eq(campaign_fork(&run, &failed), OUT_CHECK);
+}
+
+/* A child that dies is a crash, not the end of the campaign. */
+static void die(void) { abort(); }
+
+Test(campaign, a_dying_run_is_a_crash) {
+  campaign_run_t run = {.op = CA_OP_map, .k = 0, .seed = 3, .sabotage = die};
+  cr_assert_eq(campaign_run(&run), OUT_CRASH);
 }

@@ -5,8 +5,10 @@
  * lets the device finish, empties the cache and resets the device, and
  * reports what it saw:
  *
- *   absorbed   the fault happened and no call failed (a fallback or retry)
- *   surfaced   a call failed with the error a CUDA user expects for it
+ *   absorbed   the fault happened and no more calls failed than in the same
+ *              workload without it (a fallback or a retry took it)
+ *   surfaced   more calls failed than without the fault, each with the error
+ *              a CUDA user expects for it
  *   unreached  the workload made fewer than k calls of the operation
  *   wrong      a call failed with another error, or a free failed
  *   check      cudalloc_check() found a broken invariant
@@ -25,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,15 +48,16 @@ static inline bool campaign_outcome_bad(campaign_outcome_t o) { return o >= OUT_
 
 typedef struct campaign_run_s {
   ca_backend_op_t op;
-  unsigned k;           /* the k-th call of op fails */
+  unsigned k;           /* the k-th call of op fails; 0: none (the baseline) */
   bool classic;         /* expandable_segments:false */
   bool reset;           /* the workload resets the device halfway */
   uint64_t seed;
   const char *extra;    /* more CUDALLOC_CONF items, or NULL */
+  void (*sabotage)(void); /* tests of the campaign itself: breaks something after the workload */
 } campaign_run_t;
 
 #define CAMPAIGN_SLOTS 32
-#define CAMPAIGN_OPS 240
+#define CAMPAIGN_OPS 600
 
 typedef struct campaign_state_s {
   void *p[CAMPAIGN_SLOTS];
@@ -63,6 +67,7 @@ typedef struct campaign_state_s {
   uint64_t rng;
   cudaError_t expected;   /* the runtime's name of the injected error */
   int failed_calls, wrong;
+  bool capturing;         /* streams[1] is being captured into a graph */
   char why[160];
 } campaign_state_t;
 
@@ -100,6 +105,15 @@ static inline void campaign_free(campaign_state_t *st, int k, bool sync) {
   st->p[k] = NULL;
 }
 
+/* A graph capture on streams[1] begins or ends, as the shim reports it. */
+static inline void campaign_capture(campaign_state_t *st, bool on) {
+  if (on == st->capturing) return;
+  ca_sim_set_capturing(st->streams[1], on);
+  if (on) ca_capture_begin();
+  else ca_capture_end();
+  st->capturing = on;
+}
+
 static inline void campaign_workload(campaign_state_t *st, const campaign_run_t *run) {
   for (int i = 0; i < CAMPAIGN_OPS; i++) {
     uint64_t r = campaign_rng(&st->rng);
@@ -109,7 +123,7 @@ static inline void campaign_workload(campaign_state_t *st, const campaign_run_t 
       campaign_note(st, ca_cuda_error(ca_device_reset(0)), false, "device reset");
       memset(st->p, 0, sizeof st->p);
     }
-    switch ((r >> 8) % 8) {
+    switch ((r >> 8) % 9) {
     case 0: case 1: case 2:
       if (!st->p[k]) {
         st->size[k] = campaign_size(st);
@@ -123,7 +137,8 @@ static inline void campaign_workload(campaign_state_t *st, const campaign_run_t 
     case 3: case 4: campaign_free(st, k, false); break;
     case 5: campaign_free(st, k, true); break;
     case 6: ca_sim_stream_complete(st->streams[(r >> 16) % 3]); break;
-    default: cudalloc_step(); break;
+    case 7: cudalloc_step(); break;
+    default: campaign_capture(st, !st->capturing); break;
     }
   }
 }
@@ -132,6 +147,8 @@ static inline void campaign_workload(campaign_state_t *st, const campaign_run_t 
  * allocator's own diagnostics (out-of-memory reports, refused frees) are
  * expected here and go to /dev/null. */
 static FILE *campaign_err;
+/* Failed calls of the child's workload, shared with the parent. */
+static int *campaign_failed;
 
 /* The child: returns the outcome as its exit status. */
 static inline int campaign_child(const campaign_run_t *run) {
@@ -143,7 +160,7 @@ static inline int campaign_child(const campaign_run_t *run) {
   if (!campaign_err) campaign_err = stderr;
   char conf[512];
   snprintf(conf, sizeof conf,
-           "backend:sim,sim_capacity_mb:48,sim_granularity_kb:256,sim_events:manual,quiet:true,track:off,"
+           "backend:sim,sim_capacity_mb:32,sim_granularity_kb:256,sim_events:manual,quiet:true,track:off,"
            "expandable_segments:%s%s%s",
            run->classic ? "false" : "true", run->extra ? "," : "", run->extra ? run->extra : "");
   if (cudalloc_init(conf) != cudaSuccess) return OUT_WRONG;
@@ -155,10 +172,13 @@ static inline int campaign_child(const campaign_run_t *run) {
   /* Registering the non-blocking stream is the shim's part: do it as it does. */
   ca_stream_created(st.streams[2], true);
   uint64_t before = ca_sim_calls(run->op);
-  ca_sim_fail_nth(run->op, run->k);
+  ca_sim_fail_nth(run->op, run->k);   /* k = 0: the baseline, no fault */
   campaign_workload(&st, run);
   bool reached = ca_sim_calls(run->op) >= before + run->k;
+  if (campaign_failed) *campaign_failed = st.failed_calls;
   ca_sim_fail_nth(run->op, 0);
+  if (run->sabotage) run->sabotage();
+  campaign_capture(&st, false);
   for (int k = 0; k < CAMPAIGN_SLOTS; k++) campaign_free(&st, k, true);
   cudalloc_step();
   ca_sim_complete_all();
@@ -182,11 +202,17 @@ static inline int campaign_child(const campaign_run_t *run) {
     return OUT_LEAK;
   }
   if (!reached) return OUT_UNREACHED;
-  return st.failed_calls ? OUT_SURFACED : OUT_ABSORBED;
+  return OUT_SURFACED;   /* campaign_run compares with the baseline */
 }
 
-/* Runs one case in a child process; its stderr goes where ours goes. */
-static inline campaign_outcome_t campaign_run(const campaign_run_t *run) {
+/* Runs one case in a child process and returns its outcome; *failed: how
+ * many of its calls failed (or -1 when it crashed). */
+static inline campaign_outcome_t campaign_fork(const campaign_run_t *run, int *failed) {
+  if (!campaign_failed) {
+    void *m = mmap(NULL, sizeof *campaign_failed, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    campaign_failed = m == MAP_FAILED ? NULL : m;
+  }
+  if (campaign_failed) *campaign_failed = -1;
   fflush(NULL);
   pid_t pid = fork();
   if (pid < 0) return OUT_CRASH;
@@ -196,9 +222,22 @@ static inline campaign_outcome_t campaign_run(const campaign_run_t *run) {
     _exit(rc);
   }
   int status = 0;
+  *failed = -1;
   if (waitpid(pid, &status, 0) != pid) return OUT_CRASH;
   if (!WIFEXITED(status) || WEXITSTATUS(status) >= OUT_COUNT) return OUT_CRASH;
+  if (campaign_failed) *failed = *campaign_failed;
   return (campaign_outcome_t)WEXITSTATUS(status);
+}
+
+/* One case, judged against the same workload without the fault. */
+static inline campaign_outcome_t campaign_run(const campaign_run_t *run) {
+  int failed, baseline;
+  campaign_outcome_t o = campaign_fork(run, &failed);
+  if (o != OUT_SURFACED) return o;
+  campaign_run_t clean = *run;
+  clean.k = 0;
+  if (campaign_fork(&clean, &baseline) != OUT_SURFACED && baseline < 0) return OUT_CRASH;
+  return failed > baseline ? OUT_SURFACED : OUT_ABSORBED;
 }
 
 #endif /* CUDALLOC_CAMPAIGN_H */
