@@ -3,6 +3,7 @@
  * with and without a device reset. None may end in a defect. And the
  * campaign's own checks catch what they guard: a leak, a wrong error. */
 #include <criterion/criterion.h>
+#include <criterion/redirect.h>
 
 #include "campaign.h"
 #include "internal.h"
@@ -60,7 +61,7 @@ Test(campaign, errors_are_judged) {
 /* The invariant check: a statistic that no longer adds up is reported. */
 static void break_stats(void) { ca_state.devices[0]->stats.allocated_bytes.current += 512; }
 
-Test(campaign, a_broken_invariant_is_check) {
+Test(campaign, a_broken_invariant_is_check, .init = cr_redirect_stderr) {
   campaign_run_t run = {.op = CA_OP_map, .k = 0, .seed = 3, .sabotage = break_stats};
   int failed;
   cr_assert_eq(campaign_fork(&run, &failed), OUT_CHECK);
@@ -72,4 +73,15 @@ static void die(void) { abort(); }
 Test(campaign, a_dying_run_is_a_crash) {
   campaign_run_t run = {.op = CA_OP_map, .k = 0, .seed = 3, .sabotage = die};
   cr_assert_eq(campaign_run(&run), OUT_CRASH);
+}
+
+/* The oracle: with the fences skipped (a test-build switch), blocks are
+ * handed out while their kernels still write them, and the run says so. */
+static void skip_fences(void) { ca_debug.skip_fences = true; }
+
+Test(campaign, a_planted_early_reuse_is_oracle, .init = cr_redirect_stderr) {
+  campaign_run_t run = {.op = CA_OP_map, .k = 0, .seed = 3, .prepare = skip_fences};
+  int failed;
+  campaign_outcome_t o = campaign_fork(&run, &failed);
+  cr_assert_eq(o, OUT_ORACLE, "outcome %s", campaign_outcome_names[o]);
 }

@@ -13,7 +13,10 @@
  *   wrong      a call failed with another error, or a free failed
  *   check      cudalloc_check() found a broken invariant
  *   leak       handles, mappings or reservations were left behind
- *   oracle     the simulated device saw a block handed out too early
+ *   oracle     the simulated device saw a block handed out while device
+ *              work could still touch it (every block is written by a
+ *              "kernel" on its stream, pending until the lagging device
+ *              gets there)
  *   crash      the child died (signal, abort, sanitizer)
  *
  * Used by tests/campaign/campaign_main.c (make campaign: the whole table)
@@ -53,7 +56,10 @@ typedef struct campaign_run_s {
   bool reset;           /* the workload resets the device halfway */
   uint64_t seed;
   const char *extra;    /* more CUDALLOC_CONF items, or NULL */
-  void (*sabotage)(void); /* tests of the campaign itself: breaks something after the workload */
+  /* tests of the campaign itself: break a guard before the workload, or
+   * the state after it */
+  void (*prepare)(void);
+  void (*sabotage)(void);
 } campaign_run_t;
 
 #define CAMPAIGN_SLOTS 32
@@ -105,6 +111,21 @@ static inline void campaign_free(campaign_state_t *st, int k, bool sync) {
   st->p[k] = NULL;
 }
 
+/* The program's two streams (a blocking and a non-blocking one), made as
+ * the shim sees them made; again after a device reset, which destroys
+ * them. false when the device refused. */
+static inline bool campaign_new_streams(campaign_state_t *st, bool again) {
+  for (int i = 1; again && i < 3; i++) {
+    ca_stream_destroyed((ca_stream_t)st->streams[i]);
+    ca_sim_stream_destroy((ca_stream_t)st->streams[i]);
+  }
+  st->streams[0] = 0;
+  if (ca_sim_stream_create((ca_stream_t *)&st->streams[1], 0) || ca_sim_stream_create((ca_stream_t *)&st->streams[2], 1))
+    return false;
+  ca_stream_created((ca_stream_t)st->streams[2], true);
+  return true;
+}
+
 /* A graph capture on streams[1] begins or ends, as the shim reports it. */
 static inline void campaign_capture(campaign_state_t *st, bool on) {
   if (on == st->capturing) return;
@@ -119,18 +140,28 @@ static inline void campaign_workload(campaign_state_t *st, const campaign_run_t 
     uint64_t r = campaign_rng(&st->rng);
     int k = (int)(r % CAMPAIGN_SLOTS);
     if (run->reset && i == CAMPAIGN_OPS / 2) {
-      /* cudaDeviceReset: every block is forgotten by the program too */
+      /* cudaDeviceReset: every block is forgotten by the program too (and
+       * no capture may be underway: a reset would end it) */
+      campaign_capture(st, false);
       campaign_note(st, ca_cuda_error(ca_device_reset(0)), false, "device reset");
       memset(st->p, 0, sizeof st->p);
+      campaign_new_streams(st, true);   /* a reset destroys the program's streams too */
     }
     switch ((r >> 8) % 9) {
     case 0: case 1: case 2:
       if (!st->p[k]) {
         st->size[k] = campaign_size(st);
         st->stream[k] = (int)((r >> 16) % 3);
-        if (cudalloc_malloc(&st->p[k], st->size[k], st->streams[st->stream[k]]) != cudaSuccess) {
-          campaign_note(st, cudaErrorMemoryAllocation, false, "malloc");
+        bool sync = (r >> 24) % 4 == 0;   /* cudaMalloc: usable by any stream */
+        CUresult rc = ca_malloc(&st->p[k], st->size[k], (ca_stream_t)st->streams[st->stream[k]],
+                                sync ? CA_ALLOC_SYNC : CA_ALLOC_ASYNC, NULL);
+        if (rc != CUDA_SUCCESS) {
+          campaign_note(st, ca_cuda_error(rc), false, "malloc");
           st->p[k] = NULL;
+        } else {
+          /* a kernel on the block's stream writes it: pending device work
+           * that the reuse oracle watches until the stream gets there */
+          ca_sim_touch((ca_stream_t)st->streams[st->stream[k]], st->p[k], st->size[k], 1);
         }
       }
       break;
@@ -160,17 +191,15 @@ static inline int campaign_child(const campaign_run_t *run) {
   if (!campaign_err) campaign_err = stderr;
   char conf[512];
   snprintf(conf, sizeof conf,
-           "backend:sim,sim_capacity_mb:32,sim_granularity_kb:256,sim_events:manual,quiet:true,track:off,"
+           "backend:sim,sim_capacity_mb:32,sim_granularity_kb:256,sim_events:lag,sim_lag_ops:400,quiet:true,track:off,"
            "expandable_segments:%s%s%s",
            run->classic ? "false" : "true", run->extra ? "," : "", run->extra ? run->extra : "");
   if (cudalloc_init(conf) != cudaSuccess) return OUT_WRONG;
   campaign_state_t st = {.rng = run->seed};
   st.expected = ca_cuda_error(ca_sim_injected_error(run->op));
-  st.streams[0] = 0;
-  if (ca_sim_stream_create((ca_stream_t *)&st.streams[1], 0) || ca_sim_stream_create((ca_stream_t *)&st.streams[2], 1))
-    return OUT_WRONG;
-  /* Registering the non-blocking stream is the shim's part: do it as it does. */
-  ca_stream_created(st.streams[2], true);
+  ca_sim_thread_init();   /* the runtime's implicit start: a current context */
+  if (!campaign_new_streams(&st, false)) return OUT_WRONG;
+  if (run->prepare) run->prepare();
   uint64_t before = ca_sim_calls(run->op);
   ca_sim_fail_nth(run->op, run->k);   /* k = 0: the baseline, no fault */
   campaign_workload(&st, run);
@@ -183,6 +212,11 @@ static inline int campaign_child(const campaign_run_t *run) {
   cudalloc_step();
   ca_sim_complete_all();
   cudalloc_empty_cache();
+  if (ca_sim_oracle_violations() != 0) {
+    fprintf(campaign_err, "campaign: %s@%u %s%s: the reuse oracle: %s\n", ca_backend_op_name(run->op), run->k,
+            run->classic ? "classic" : "expandable", run->reset ? " reset" : "", ca_sim_oracle_report(0));
+    return OUT_ORACLE;
+  }
   if (cudalloc_check() != 0) {
     fprintf(campaign_err, "campaign: %s@%u %s%s: cudalloc_check failed\n", ca_backend_op_name(run->op), run->k,
             run->classic ? "classic" : "expandable", run->reset ? " reset" : "");

@@ -44,3 +44,4 @@ fuzz: fuzz-build
 	done; echo "fuzz: every target ran $(FUZZ_SECONDS) s without a failure"
 
 -include $(FUZZ_OBJS:.o=.d)
+.SECONDARY: $(FUZZ_OBJS)

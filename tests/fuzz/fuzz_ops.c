@@ -1,8 +1,10 @@
 /* libFuzzer target: operation sequences against a tiny simulated device
- * whose events complete only when the sequence says so, with backend faults
+ * whose work lags behind (up to 64 calls) unless the sequence completes it, with backend faults
  * injected at chosen calls. After every operation: the invariant checker
  * is clean, no two live blocks overlap, and every live block still holds
- * what was written to it. After the sequence, freeing everything, letting
+ * what was written to it, and the simulated device's reuse oracle saw no
+ * block handed out while a kernel (a touch on its stream, made at every
+ * allocation) could still write it. After the sequence, freeing everything, letting
  * the device finish and emptying the cache leaves no physical handle and
  * no mapping behind. Any break aborts, which libFuzzer reports. */
 #include <stdint.h>
@@ -71,6 +73,7 @@ static void verify(const slot_t *s, int k) {
 
 static void check_all(run_t *r) {
   REQUIRE(cudalloc_check() == 0, "cudalloc_check");
+  REQUIRE(ca_sim_oracle_violations() == 0, "the reuse oracle: %s", ca_sim_oracle_report(0));
   for (int i = 0; i < SLOTS; i++) {
     slot_t *a = &r->slot[i];
     if (!a->p) continue;
@@ -100,15 +103,21 @@ static void do_alloc(run_t *r, int k) {
   REQUIRE(p != NULL, "malloc of %zu returned NULL", size);
   *s = (slot_t){p, size, stream, (unsigned char)(1 + (r->at & 0xfe))};
   stamp(s);
+  /* a kernel on the block's stream writes it: pending work the oracle watches */
+  REQUIRE(ca_sim_touch((ca_stream_t)r->streams[stream], p, size, 1) == CUDA_SUCCESS, "touch");
 }
 
 static void do_free(run_t *r, int k, unsigned how) {
   slot_t *s = &r->slot[k];
   if (!s->p) return;
   verify(s, k);
-  cudaError_t err = how == 0   ? cudalloc_free(s->p, r->streams[s->stream])
-                    : how == 1 ? cudalloc_free(s->p, r->streams[(s->stream + 1) % NSTREAMS])
-                               : cudalloc_free_sync(s->p);
+  cudaError_t err;
+  if (how == 1) {   /* freed on another stream once its own work is done, as a program must */
+    ca_sim_stream_complete((ca_stream_t)r->streams[s->stream]);
+    err = cudalloc_free(s->p, r->streams[(s->stream + 1) % NSTREAMS]);
+  } else {
+    err = how == 0 ? cudalloc_free(s->p, r->streams[s->stream]) : cudalloc_free_sync(s->p);
+  }
   REQUIRE(err == cudaSuccess, "free of slot %d failed with %d", k, (int)err);
   s->p = NULL;
 }
@@ -154,16 +163,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const char *modes[] = {"expandable_segments:true", "expandable_segments:false"};
   char conf[256];
   snprintf(conf, sizeof conf,
-           "backend:sim,sim_capacity_mb:24,sim_granularity_kb:64,sim_events:manual,quiet:true,track:off,%s",
+           "backend:sim,sim_capacity_mb:24,sim_granularity_kb:64,sim_events:lag,sim_lag_ops:64,quiet:true,"
+           "track:off,%s",
            modes[size ? data[0] & 1 : 0]);
   REQUIRE(cudalloc_init(conf) == cudaSuccess, "init");
   ca_sim_thread_init(); /* a runtime thread's context: the default streams need one */
   r.streams[0] = 0;
   for (int i = 1; i < NSTREAMS; i++)
     REQUIRE(ca_sim_stream_create((ca_stream_t *)&r.streams[i], i == NSTREAMS - 1) == CUDA_SUCCESS, "stream");
+  /* the non-blocking stream is registered as the shim registers it (or as a
+   * program linked with the library does, cudalloc_stream_register) */
+  REQUIRE(cudalloc_stream_register(r.streams[NSTREAMS - 1], cudaStreamNonBlocking) == cudaSuccess, "register");
   r.at = 1;
   while (r.at < r.size) step(&r);
   drain(&r);
+  cudalloc_stream_unregister(r.streams[NSTREAMS - 1]);
   for (int i = 1; i < NSTREAMS; i++) ca_sim_stream_destroy(r.streams[i]);
   cudalloc_shutdown();
   return 0;
