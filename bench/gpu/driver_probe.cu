@@ -41,6 +41,7 @@
   X(device_get, "cuDeviceGet", PFN_cuDeviceGet_v2000)                          \
   X(device_total_mem, "cuDeviceTotalMem", PFN_cuDeviceTotalMem_v3020)          \
   X(device_get_name, "cuDeviceGetName", PFN_cuDeviceGetName_v2000)             \
+  X(device_get_attribute, "cuDeviceGetAttribute", PFN_cuDeviceGetAttribute_v2000) \
   X(primary_retain, "cuDevicePrimaryCtxRetain", PFN_cuDevicePrimaryCtxRetain_v7000) \
   X(ctx_get_current, "cuCtxGetCurrent", PFN_cuCtxGetCurrent_v4000)             \
   X(ctx_set_current, "cuCtxSetCurrent", PFN_cuCtxSetCurrent_v4000)             \
@@ -211,6 +212,12 @@ static CUresult call_in(int where, op_fn fn, objs_t *o) {
 static CUresult op_count(objs_t *o) { int n; (void)o; return d.device_get_count(&n); }
 static CUresult op_total_mem(objs_t *o) { size_t n; (void)o; return d.device_total_mem(&n, dev); }
 static CUresult op_name(objs_t *o) { char s[64]; (void)o; return d.device_get_name(s, 63, dev); }
+/* The attribute the backend reads to decide whether it serves the device. */
+static CUresult op_vmm(objs_t *o) {
+  int v = 0;
+  (void)o;
+  return d.device_get_attribute(&v, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev);
+}
 static CUresult op_granularity(objs_t *o) {
   size_t g;
   CUmemAllocationProp prop = pinned();
@@ -297,6 +304,7 @@ static const probe_t probes[] = {
     {"cuDeviceGetCount", op_count, 0, 0, 0, 0, 0},
     {"cuDeviceTotalMem", op_total_mem, 0, 0, 0, 0, 0},
     {"cuDeviceGetName", op_name, 0, 0, 0, 0, 0},
+    {"cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)", op_vmm, 0, 0, 0, 0, 0},
     {"cuMemGetAllocationGranularity", op_granularity, 0, 0, 0, 0, 0},
     {"cuCtxGetDevice", op_ctx_get_device, 0, 0, 0, 0, 1},
     {"cuMemGetInfo", op_mem_info, 0, 0, 0, 0, 1},
