@@ -7,14 +7,14 @@
 # - summary.md has a row for every section (bench/gpu-check.sh --sections), and
 #   in a dry run every row says its CPU part passed;
 # - logs.tar.gz holds one log for every command summary.md shows ("$ ...");
-# - the driver probe's log names every entry point alloc/backend/cuda.c resolves
+# - the driver probe's log names every entry point alloc/backend/cuda_entries.h lists (what cuda.c resolves)
 #   (so that a call added to the backend cannot go unprobed).
 # Prints what is wrong and exits 1, or "check_results: ok" and 0.
-# BACKEND_SRC: the backend source to compare with (default alloc/backend/cuda.c).
+# BACKEND_SRC: the backend source to compare with (default alloc/backend/cuda_entries.h, the list cuda.c resolves).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 dir=${1:?usage: bench/gpu/check_results.sh DIR}
-src=${BACKEND_SRC:-alloc/backend/cuda.c}
+src=${BACKEND_SRC:-alloc/backend/cuda_entries.h}
 problems=0
 problem() { echo "check_results: $*"; problems=$((problems + 1)); }
 

@@ -33,7 +33,7 @@ refuses() {
   local what=$1 copy=$tmp/copy
   shift
   rm -rf "$copy" && cp -r "$dir" "$copy" && (cd "$copy" && eval "$*")
-  if BACKEND_SRC=${BACKEND_SRC_BROKEN:-alloc/backend/cuda.c} bash bench/gpu/check_results.sh "$copy" >/dev/null; then
+  if BACKEND_SRC=${BACKEND_SRC_BROKEN:-alloc/backend/cuda_entries.h} bash bench/gpu/check_results.sh "$copy" >/dev/null; then
     fail "check_results accepted results with $what"
   else
     echo "dry_run_test: check_results refuses results with $what"
@@ -45,8 +45,8 @@ refuses "a failed section" "sed -i 's/^| torch | dry run: CPU part ok |/| torch 
 refuses "a step log missing from the archive" \
   'mkdir x && tar xzf logs.tar.gz -C x && rm x/build/gpu-check/logs/03-build.log && tar czf logs.tar.gz -C x build && rm -r x'
 # The backend gains an entry point the probe does not know.
-sed 's/^\(  X(stream_is_capturing.*\)$/\1 \\\n  X(mem_new_call, "cuMemNewCall", PFN_cuMemNewCall)/' alloc/backend/cuda.c > "$tmp/cuda.c"
-grep -q cuMemNewCall "$tmp/cuda.c" || fail "could not add an entry point to a copy of alloc/backend/cuda.c"
+sed 's/^\(  X(stream_is_capturing.*\)$/\1 \\\n  X(mem_new_call, "cuMemNewCall", PFN_cuMemNewCall)/' alloc/backend/cuda_entries.h > "$tmp/cuda.c"
+grep -q cuMemNewCall "$tmp/cuda.c" || fail "could not add an entry point to a copy of alloc/backend/cuda_entries.h"
 BACKEND_SRC_BROKEN=$tmp/cuda.c refuses "an entry point of the backend that the probe does not probe" ':'
 
 [ "$failed" -eq 0 ] && echo "dry_run_test: ok"

@@ -29,9 +29,9 @@ $(GPU_DIR)/preflight: bench/gpu/preflight.cu bench/gpu/driver.h
 	@mkdir -p $(@D)
 	$(GPU_NVCC) -Ibench/gpu $< -o $@ -ldl
 
-$(GPU_DIR)/driver_probe: bench/gpu/driver_probe.cu bench/gpu/driver.h
+$(GPU_DIR)/driver_probe: bench/gpu/driver_probe.cu bench/gpu/driver.h alloc/backend/cuda_entries.h
 	@mkdir -p $(@D)
-	$(GPU_NVCC) -Ibench/gpu $< -o $@ -ldl -lpthread
+	$(GPU_NVCC) -Ibench/gpu -Ialloc/backend $< -o $@ -ldl -lpthread
 
 $(GPU_DIR)/fence_check-static: bench/gpu/fence_check.cu tests/progs/progs.h
 	@mkdir -p $(@D)
