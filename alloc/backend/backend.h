@@ -10,7 +10,7 @@
  * - Every call returns 0 (CUDA_SUCCESS) or a CUresult error code, exactly the
  *   code the CUDA driver returns for the same mistake.
  * - Pointers to results are non-NULL. Device ordinals are in [0, count).
- * - Sizes and offsets passed to va_reserve, phys_create, map, unmap and
+ * - Sizes and offsets passed to reserve, create, map, unmap and
  *   set_access are non-zero multiples of the device's granularity; virtual
  *   addresses are granularity-aligned. Breaking this returns
  *   CUDA_ERROR_INVALID_VALUE and changes nothing.

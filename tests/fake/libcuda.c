@@ -1,7 +1,7 @@
 /* A fake CUDA driver (libcuda.so.1) for the tests, on machines without one.
  *
  * Two kinds of tests use it:
- * - tests/test_backend_cuda.c (suite cuda_fake) drives alloc/backend_cuda.c
+ * - tests/test_backend_cuda.c (suite cuda_fake) drives alloc/backend/cuda.c
  *   against it. The fake keeps the driver's rules where the backend depends
  *   on them: nothing works before cuInit, contexts are per thread with a
  *   push/pop stack, memory calls need a current context, sizes and offsets

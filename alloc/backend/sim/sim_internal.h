@@ -39,7 +39,7 @@ typedef struct sim_slots_s {
   uint8_t tag;                  /* top byte of every id of this table */
 } sim_slots_t;
 
-/* "backend_sim.c" */
+/* "sim.c" */
 uint64_t ca_sim_slot_put(sim_slots_t *t, void *obj);   /* 0 when out of memory */
 void *ca_sim_slot_get(const sim_slots_t *t, uint64_t id);
 void ca_sim_slot_drop(sim_slots_t *t, uint64_t id);
@@ -176,7 +176,7 @@ typedef struct sim_state_s {
 
 extern sim_state_t ca_sim;
 
-/* "backend_sim.c" */
+/* "sim.c" */
 /* Counts a broken contract rule and returns its error. */
 CUresult ca_sim_violation(CUresult err);
 /* Locks and checks that the simulation runs; on error it is unlocked. */
