@@ -9,7 +9,7 @@
 #include <pthread.h>
 
 static void sim_only(void) { SKIP_ON_CUDA("events completed by the test"); }
-TestSuite(core_stream_regressions, .init = sim_only, .fini = cudalloc_shutdown);
+TestSuite(core_stream_regressions, .init = sim_only, .fini = core_fini);
 
 /* An allocation that is not stream-ordered (cudaMalloc's). */
 static void *alloc_sync(size_t size) {
