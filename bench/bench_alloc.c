@@ -101,7 +101,10 @@ static void start(const char *extra) {
 static cudaStream_t new_stream(void) {
   cudaStream_t s = NULL;
   if (opt.cuda) check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-  else if (ca_sim_stream_create((ca_stream_t *)&s, 1)) die("ca_sim_stream_create", 0);
+  else {
+    ca_sim_thread_init();   /* the runtime's implicit start: this thread's current context */
+    if (ca_sim_stream_create((ca_stream_t *)&s, 1)) die("ca_sim_stream_create", 0);
+  }
   return s;
 }
 

@@ -182,6 +182,7 @@ static void forget_locked(void) {
   ca_sim.lag_ops = 0;
   ca_sim.lagging = NULL;
   ca_sim.touches = NULL;
+  __atomic_store_n(&ca_sim.ntouches, 0, __ATOMIC_RELEASE);
   ca_sim.ops = ca_sim.seq = 0;
   ca_sim_faults_reset();
 }

@@ -168,6 +168,7 @@ typedef struct sim_state_s {
   unsigned epoch;               /* ordering walks so far */
   sim_work_t *lagging;          /* lag mode: pending work that completes by itself */
   sim_touch_t *touches;         /* pending touches */
+  unsigned ntouches;            /* atomic: how many, read without the lock */
   sim_device_t dev[SIM_MAX_DEVICES];
   sim_resv_t *resv;             /* sorted by va */
   size_t nresv, resv_cap;
