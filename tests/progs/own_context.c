@@ -8,27 +8,10 @@
  *
  *   own_context <fake libcuda.so.1>
  */
-#include "progs.h"
-
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
-#define FAKE_PTR ((CUdeviceptr)0xfa4e0000ull)
-
-static PFN_cuGetProcAddress_v12000 gpa;
-
-static void *proc(const char *symbol, int version) {
-  void *fn = NULL;
-  CUdriverProcAddressQueryResult status;
-  CUresult rc = gpa(symbol, &fn, version, 0, &status);
-  return rc == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS ? fn : NULL;
-}
+#include "driver_procs.h"
 
 int main(int argc, char **argv) {
-  void *driver = argc > 1 ? dlopen(argv[1], RTLD_NOW | RTLD_LOCAL) : NULL;
-  CHECK(driver != NULL);
-  *(void **)&gpa = dlsym(driver, "cuGetProcAddress_v2");
-  CHECK(gpa != NULL);
+  open_driver(argc > 1 ? argv[1] : NULL);
   CUresult (*init)(unsigned) = proc("cuInit", 2000);
   CUresult (*ctx_create)(CUcontext *, unsigned, CUdevice) = proc("cuCtxCreate", 3020);
   CUresult (*ctx_destroy)(CUcontext) = proc("cuCtxDestroy", 4000);
