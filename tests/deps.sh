@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the test dependencies are there: Criterion (the test framework),
-# jemalloc (the benchmarks' reference) and pkg-config (the install check).
+# jemalloc and mimalloc (the benchmarks' references), elfutils' libdw (call
+# sites by function, file and line) and pkg-config (the install check).
 # Installs them with apt-get when they are missing and this user may;
 # otherwise says what to install.
 set -u
@@ -8,6 +9,8 @@ need=()
 [ -f /usr/include/criterion/criterion.h ] || need+=(libcriterion-dev)
 [ -f /usr/include/jemalloc/jemalloc.h ] || need+=(libjemalloc-dev)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+[ -f /usr/include/elfutils/libdw.h ] || need+=(libdw-dev)
+[ -f /usr/include/mimalloc.h ] || need+=(libmimalloc-dev)
 [ ${#need[@]} -eq 0 ] && exit 0
 SUDO=
 [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO=sudo
