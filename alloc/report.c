@@ -1,11 +1,9 @@
 /* Reports: the exit summary, the leak report (compute-sanitizer's shape,
  * grouped by call site, biggest first), the out-of-memory diagnosis, and
- * the files the `report` setting asks for (text and JSON). Call sites are
- * raw addresses until a report is written, then named with dladdr. */
-#define _GNU_SOURCE
+ * the files the `report` setting asks for (text and JSON).
+ * Call sites are named by track.c. */
 #include "report.h"
 
-#include <dlfcn.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,28 +18,6 @@ typedef struct site_s {
   int64_t bytes, count;
   uintptr_t example;
 } site_t;
-
-static void symbolize(void *pc, char *buf, size_t cap) {
-  Dl_info info;
-  if (pc && dladdr(pc, &info) && info.dli_fname) {
-    const char *lib = strrchr(info.dli_fname, '/');
-    lib = lib ? lib + 1 : info.dli_fname;
-    if (info.dli_sname)
-      snprintf(buf, cap, "%s+0x%lx [%p] in %s", info.dli_sname,
-               (unsigned long)((char *)pc - (char *)info.dli_saddr), pc, lib);
-    else
-      snprintf(buf, cap, "[%p] in %s+0x%lx", pc, lib, (unsigned long)((char *)pc - (char *)info.dli_fbase));
-    return;
-  }
-  snprintf(buf, cap, pc ? "[%p]" : "(call site not recorded)", pc);
-}
-
-/* A call site by its innermost frame: the allocating line of the program. */
-static void site_name(const void *site, char *buf, size_t cap) {
-  void *const *frames;
-  if (ca_track_frames(site, &frames)) symbolize(frames[0], buf, cap);
-  else snprintf(buf, cap, "(call site not recorded: track:off)");
-}
 
 static int by_pc(const void *a, const void *b) {
   uintptr_t x = (uintptr_t)((const site_t *)a)->pc, y = (uintptr_t)((const site_t *)b)->pc;
@@ -96,7 +72,7 @@ static void leaks_of(ca_device_t *d, void *arg) {
     int n_frames = ca_track_frames(s[i].pc, &frames);
     if (!n_frames) fprintf(f, "=========     (call site not recorded: track:off)\n");
     for (int k = 0; k < n_frames; k++) {
-      symbolize(frames[k], where, sizeof where);
+      ca_track_symbolize(frames[k], where, sizeof where);
       fprintf(f, "=========     Host Frame: %s\n", where);
     }
     bytes += s[i].bytes;
@@ -168,7 +144,7 @@ static void summary_of(ca_device_t *d, void *arg) {
   size_t n = live_sites(d, &sites);
   char where[512];
   for (size_t i = 0; i < n && i < 3; i++) {
-    site_name(sites[i].pc, where, sizeof where);
+    ca_track_name(sites[i].pc, where, sizeof where);
     fprintf(f, "cudalloc:       %s in %" PRId64 " blocks from %s\n", leak_bytes(sites[i].bytes, size, sizeof size),
             sites[i].count, where);
   }
@@ -220,7 +196,7 @@ void ca_report_oom(ca_device_t *d, size_t size) {
   size_t n = live_sites(d, &s);
   char where[512];
   for (size_t i = 0; i < n && i < 5; i++) {
-    site_name(s[i].pc, where, sizeof where);
+    ca_track_name(s[i].pc, where, sizeof where);
     ca_log("  live: %.1f MiB in %" PRId64 " blocks from %s", mib(s[i].bytes), s[i].count, where);
   }
   free(s);
@@ -263,7 +239,7 @@ static void json_of(ca_device_t *d, void *arg) {
   size_t n = live_sites(d, &sites);
   char where[512];
   for (size_t i = 0; i < n; i++) {
-    site_name(sites[i].pc, where, sizeof where);
+    ca_track_name(sites[i].pc, where, sizeof where);
     json_safe(where);
     fprintf(f, "%s\n       {\"site\": \"%s\", \"bytes\": %" PRId64 ", \"count\": %" PRId64 "}", i ? "," : "", where,
             sites[i].bytes, sites[i].count);

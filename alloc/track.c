@@ -3,9 +3,12 @@
  * whole backtrace. Backtraces are raw addresses, interned so that identical
  * stacks are stored once and a block holds one pointer; they are named
  * (dladdr) only when a report is written. */
+#define _GNU_SOURCE /* dladdr */
 #include "track.h"
 
+#include <dlfcn.h>
 #include <execinfo.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -86,4 +89,26 @@ void ca_track_forget(void) {
     }
   }
   pthread_mutex_unlock(&stacks_lock);
+}
+
+void ca_track_symbolize(void *pc, char *buf, size_t cap) {
+  Dl_info info;
+  if (pc && dladdr(pc, &info) && info.dli_fname) {
+    const char *lib = strrchr(info.dli_fname, '/');
+    lib = lib ? lib + 1 : info.dli_fname;
+    if (info.dli_sname)
+      snprintf(buf, cap, "%s+0x%lx [%p] in %s", info.dli_sname,
+               (unsigned long)((char *)pc - (char *)info.dli_saddr), pc, lib);
+    else
+      snprintf(buf, cap, "[%p] in %s+0x%lx", pc, lib, (unsigned long)((char *)pc - (char *)info.dli_fbase));
+    return;
+  }
+  snprintf(buf, cap, pc ? "[%p]" : "(call site not recorded)", pc);
+}
+
+/* A call site by its innermost frame: the allocating line of the program. */
+void ca_track_name(const void *site, char *buf, size_t cap) {
+  void *const *frames;
+  if (ca_track_frames(site, &frames)) ca_track_symbolize(frames[0], buf, cap);
+  else snprintf(buf, cap, "(call site not recorded: track:off)");
 }
