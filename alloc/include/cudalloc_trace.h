@@ -26,9 +26,10 @@ typedef enum {
   CA_EV_STEP,               /* a step mark (addr: the step number) */
   CA_EV_OOM,                /* an allocation of size bytes finally failed */
   CA_EV_KIND_END
-} ca_event_kind_t;
+} ca_trace_kind_t;
 
-/* One event. time_ns: CLOCK_MONOTONIC since the log began. stream: the
+/* One event (named ca_trace_event_t, not ca_event_t: that is the backend's
+ * driver event, backend.h). time_ns: CLOCK_MONOTONIC since the log began. stream: the
  * CUDA stream handle as the program saw it (0 legacy, 2 per-thread). site:
  * an index into the log's call-site table, 0 when none was recorded. */
 typedef struct {
@@ -38,11 +39,11 @@ typedef struct {
   uint64_t stream;
   uint32_t site;
   uint32_t thread;
-  uint16_t kind;   /* ca_event_kind_t */
+  uint16_t kind;   /* ca_trace_kind_t */
   int16_t device;
   uint32_t reserved; /* zero; room for flags without a new version */
-} ca_event_t;
+} ca_trace_event_t;
 
-_Static_assert(sizeof(ca_event_t) == 48, "the log's record size is part of its format");
+_Static_assert(sizeof(ca_trace_event_t) == 48, "the log's record size is part of its format");
 
 #endif /* CUDALLOC_TRACE_H */
