@@ -398,14 +398,14 @@ void ca_pinned_reset_peaks(void) {
   pthread_mutex_unlock(&pinned.lock);
 }
 
-static int check_locked(void) {
+static ca_pinned_check_code_t check_locked(void) {
   int64_t bytes = 0, count = 0;
   for (size_t i = 0; i < pinned.live.cap; i++) {
     ca_block_t *b = pinned.live.vals[i];
     if (!b) continue;
     if (!ca_pinned_chunks_hold(b->addr, b->size)) {
       ca_log("check: live pinned block %p (%zu bytes) is not inside one pinned chunk", (void *)b->addr, b->size);
-      return 40;
+      return CA_PINNED_CHECK_CHUNK;
     }
     bytes += (int64_t)b->size;
     count++;
@@ -414,19 +414,19 @@ static int check_locked(void) {
     ca_log("check: live pinned blocks hold %lld bytes in %lld blocks; the statistics say %lld in %lld",
            (long long)bytes, (long long)count, (long long)pinned.stats.pinned_allocated_bytes.current,
            (long long)pinned.stats.pinned_num_live_blocks.current);
-    return 41;
+    return CA_PINNED_CHECK_STATS;
   }
   if (ca_pinned_chunks_violations()) {
     ca_log("check: jemalloc handed back %llu pinned extents that crossed chunks",
            (unsigned long long)ca_pinned_chunks_violations());
-    return 42;
+    return CA_PINNED_CHECK_CROSSED;
   }
-  return 0;
+  return CA_PINNED_CHECK_OK;
 }
 
-int ca_pinned_check(void) {
+ca_pinned_check_code_t ca_pinned_check(void) {
   pthread_mutex_lock(&pinned.lock);
-  int rc = check_locked();
+  ca_pinned_check_code_t rc = check_locked();
   pthread_mutex_unlock(&pinned.lock);
   return rc;
 }

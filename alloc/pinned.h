@@ -29,9 +29,18 @@
 /* Chunks are pinned portable and mapped: they serve these. */
 #define CA_HOST_FLAGS_SERVED (CA_HOST_PORTABLE | CA_HOST_MAPPED)
 
+/* What ca_pinned_check() returns (cudalloc_check() passes it on when the
+ * devices are sound): numbered apart from check.h's device codes. */
+typedef enum {
+  CA_PINNED_CHECK_OK = 0,
+  CA_PINNED_CHECK_CHUNK = 40,   /* a live block is not inside one pinned chunk */
+  CA_PINNED_CHECK_STATS,        /* live blocks and the statistics disagree */
+  CA_PINNED_CHECK_CROSSED,      /* jemalloc handed back an extent across chunks */
+} ca_pinned_check_code_t;
+
 /* Walks the live blocks: each inside one chunk, the sizes adding up to the
- * statistics. Returns 0 or a non-zero code, with one line on stderr. */
-int ca_pinned_check(void);
+ * statistics. Returns 0 or a code, with one line on stderr. */
+ca_pinned_check_code_t ca_pinned_check(void);
 /* The live pinned blocks with the lock held (NULL when pinned memory was
  * never used), for the leak report; ca_pinned_unlock() after. */
 const ca_ptrmap_t *ca_pinned_lock_live(void);

@@ -234,7 +234,7 @@ Test(pinned, an_extent_across_chunks_is_refused_and_reported) {
   int rc = cudalloc_check();
   capture_end(&cap, out, sizeof out);
   cr_assert(refused);
-  cr_assert_eq(rc, 42, "%s", out);
+  cr_assert_eq(rc, CA_PINNED_CHECK_CROSSED, "%s", out);
   cr_assert_not_null(strstr(out, "crossed chunks"), "%s", out);
 }
 
