@@ -30,12 +30,16 @@ void free(void *p) { __libc_free(p); }
 
 /* The malloc the process resolves, from the program's view and from the
  * next library's (RTLD_NEXT: what a library that calls malloc gets after
- * this program): glibc's, not jemalloc's. */
+ * this program): glibc's (or, in a sanitizer build, the sanitizer
+ * runtime's, CUDALLOC_SAN_RUNTIME), not jemalloc's. */
 static void malloc_is_glibcs(void) {
   Dl_info info;
   void *next = dlsym(RTLD_NEXT, "malloc");
   CHECK(next && dladdr(next, &info) && info.dli_fname);
-  if (!strstr(info.dli_fname, "libc.so")) {
+  /* a sanitizer build preloads its runtime first, which brings its malloc */
+  const char *san = getenv("CUDALLOC_SAN_RUNTIME"), *base = san ? strrchr(san, '/') : NULL;
+  int sanitizer = base && base[1] && strstr(info.dli_fname, base + 1);
+  if (!strstr(info.dli_fname, "libc.so") && !sanitizer) {
     fprintf(stderr, "pinned_host: malloc after this program is %s's, not glibc's\n", info.dli_fname);
     exit(1);
   }
