@@ -308,15 +308,27 @@ Test(preload, runtimes_loaded_rtld_local_are_found_in_the_callers_scope) {
 // PyTorch's pluggable allocator: dlopen, no preload
 // ----------------------------------------------------------------------------
 
-/* The private jemalloc's thread state is initial-exec TLS (2.6 KiB in
- * Debian's build), more than glibc keeps spare for a library opened with
- * dlopen: a program that dlopens libcudalloc.so (PyTorch) raises glibc's
- * optional static TLS first (docs/pytorch.md). */
-#define DLOPEN_TLS "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384"
+/* A program opens libcudalloc.so with dlopen, with no GLIBC_TUNABLES, and
+ * the library asks for no static TLS (DF_STATIC_TLS): its private jemalloc
+ * is built with --disable-initial-exec-tls (alloc/jemalloc.mk). With
+ * Debian's binary jemalloc linked in, both failed: "cannot allocate memory
+ * in static TLS block", and FLAGS STATIC_TLS in the dynamic section. */
+Test(preload, dlopen_needs_no_static_tls) {
+  char env[512], cmd[1024];
+  snprintf(env, sizeof env, "-u GLIBC_TUNABLES LD_PRELOAD='%s' CUDALLOC_CONF=" SIM, shim_san_runtime());
+  snprintf(cmd, sizeof cmd, "%s/progs/dlopen_lib %s/libcudalloc.so", shim_build(), shim_build());
+  shim_run_t *r = shim_sh(env, cmd);
+  cr_assert_eq(r->status, 0, "dlopen of libcudalloc.so failed (%d):\n%s", r->status, r->out);
+  shim_assert_has(r, "dlopen_lib: ok");
+  snprintf(cmd, sizeof cmd, "readelf -dW %s/libcudalloc.so", shim_build());
+  r = shim_sh(NULL, cmd);
+  cr_assert_eq(r->status, 0, "readelf failed:\n%s", r->out);
+  shim_assert_lacks(r, "STATIC_TLS");
+}
 
 static shim_run_t *torch_api(const char *conf) {
   char env[1024], cmd[1024];
-  snprintf(env, sizeof env, DLOPEN_TLS " LD_PRELOAD='%s' CUDALLOC_CONF=%s", shim_san_runtime(), conf);
+  snprintf(env, sizeof env, "LD_PRELOAD='%s' CUDALLOC_CONF=%s", shim_san_runtime(), conf);
   snprintf(cmd, sizeof cmd, "%s/progs/torch_api %s/libcudalloc.so", shim_build(), shim_build());
   shim_run_t *r = shim_sh(env, cmd);
   shim_assert_ok(r, "torch_api");
