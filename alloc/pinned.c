@@ -16,6 +16,7 @@
  */
 #include "pinned.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -65,12 +66,22 @@ static size_t host_page(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 // ----------------------------------------------------------------------------
 
 /* A fresh arena with the pinned hooks, and its own thread cache. Its dirty
- * extents stay for jemalloc's default decay; nothing is ever purged. */
+ * extents never decay: jemalloc reuses them itself, and gives them back
+ * only when purge_locked asks. Decay would hand extents back on a timer
+ * (pinned_chunks.c reuses a chunk only once it is whole again), so a
+ * repeated loop pinned a new chunk now and then, at times no test could
+ * foresee. */
 static CUresult arena_locked(void) {
   if (pinned.ready) return CUDA_SUCCESS;
   extent_hooks_t *hooks = &ca_pinned_hooks;
   size_t sz = sizeof pinned.arena;
   if (ca_je_mallctl("arenas.create", &pinned.arena, &sz, &hooks, sizeof hooks)) return CUDA_ERROR_OUT_OF_MEMORY;
+  ssize_t never = -1;
+  char name[64];
+  snprintf(name, sizeof name, "arena.%u.dirty_decay_ms", pinned.arena);
+  ca_je_mallctl(name, NULL, NULL, &never, sizeof never);
+  snprintf(name, sizeof name, "arena.%u.muzzy_decay_ms", pinned.arena);
+  ca_je_mallctl(name, NULL, NULL, &never, sizeof never);
   sz = sizeof pinned.tcache;
   if (ca_je_mallctl("tcache.create", &pinned.tcache, &sz, NULL, 0)) return CUDA_ERROR_OUT_OF_MEMORY;
   pinned.flags = MALLOCX_ARENA(pinned.arena) | MALLOCX_TCACHE(pinned.tcache);
@@ -310,6 +321,10 @@ static CUresult alloc_locked(void **ptr, size_t size, void *caller) {
   }
   count_live(b, +1);
   ca_stat_add(&pinned.stats.pinned_num_allocs, 1);
+  /* A backend that sees device work checks the hand-out, as for device
+   * blocks: any stream may use pinned memory at once, so no copy may still
+   * be in flight on it. */
+  if (ca_state.be->check_handout) ca_state.be->check_handout((uintptr_t)p, size, NULL, false, caller);
   *ptr = p;
   return CUDA_SUCCESS;
 }

@@ -209,10 +209,17 @@ static void *extent_locked(void *new_addr, size_t size, size_t align) {
     void *p = carve_locked(c, align_up(c->base + c->bump, align), size);
     if (p) return p;
   }
-  size_t page = host_page(), want = size + (align > page ? align : 0);
-  want = align_up(want < CA_PINNED_CHUNK ? CA_PINNED_CHUNK : want, page);
-  if (want < size) return NULL;   /* wrapped around */
-  chunk_t *c = pin_locked(want);
+  size_t page = host_page(), need = size + (align > page ? align : 0);
+  need = align_up(need < CA_PINNED_CHUNK ? CA_PINNED_CHUNK : need, page);
+  if (need < size) return NULL;   /* wrapped around */
+  /* Chunks grow with what is pinned already (half of it, up to
+   * CA_PINNED_CHUNK_MAX): fewer pin calls, and fewer chunk boundaries that
+   * jemalloc's extents can never merge across, so a warm arena finds room
+   * in what it holds. Short of pinned memory, the least that serves. */
+  size_t grown = align_up((size_t)chunks.reserved.current / 2, CA_PINNED_CHUNK);
+  if (grown > CA_PINNED_CHUNK_MAX) grown = CA_PINNED_CHUNK_MAX;
+  chunk_t *c = grown > need ? pin_locked(grown) : NULL;
+  if (!c) c = pin_locked(need);
   if (!c) return NULL;
   chunks.idle_bytes += c->size;   /* counted idle until carved */
   return carve_locked(c, align_up(c->base, align), size);

@@ -8,6 +8,7 @@
 
 /* The smallest chunk pinned at once: the arena's extents are carved from it. */
 #define CA_PINNED_CHUNK ((size_t)2 << 20)
+#define CA_PINNED_CHUNK_MAX ((size_t)64 << 20)   /* the most a chunk grows to */
 
 extern extent_hooks_t ca_pinned_hooks;
 /* true when p lies inside a pinned chunk. */

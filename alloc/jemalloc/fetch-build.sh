@@ -3,13 +3,11 @@
 # package (bookworm's jemalloc_5.3.0-1), not from Debian's binary archive:
 # that archive keeps jemalloc's per-thread state (2.6 KiB) in initial-exec
 # TLS, which makes dlopen() of libcudalloc.so fail ("cannot allocate memory
-# in static TLS block"). --disable-initial-exec-tls alone is not enough: the
-# shim's few bytes of TLS are initial-exec (a hook must not enter
-# __tls_get_addr), and glibc then places the library's whole TLS block,
-# jemalloc's included, in static TLS. (--disable-tls is no way out: on Linux
-# jemalloc's configure forces TLS on.) dlopen needs no GLIBC_TUNABLES only
-# once the shim's TLS is general-dynamic too (checked by hand: then FLAGS
-# has no STATIC_TLS and ctypes.CDLL works).
+# in static TLS block"). With --disable-initial-exec-tls, and no
+# initial-exec variable in the shim either (shim/guard.h), the library has
+# no STATIC_TLS flag and dlopen works without GLIBC_TUNABLES (tested by
+# preload.dlopen_needs_no_static_tls). (--disable-tls is no way out: on
+# Linux jemalloc's configure forces TLS on.)
 #
 # usage: fetch-build.sh DIR   -> DIR/lib/libjemalloc_pic.a
 # The apt configuration is private to DIR (a sources file and lists under

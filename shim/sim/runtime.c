@@ -95,6 +95,8 @@ static cudaError_t device_work(ca_stream_t stream, void *dst, const void *src, s
 
 cudaError_t ca_sim_rt_copy_async(ca_stream_t stream, void *dst, const void *src, size_t n,
                                  enum cudaMemcpyKind kind, void *site) {
+  /* the calling thread's context, as on every runtime call (CA_SIM_ONLY) */
+  if (!ca_shim_sim_backend()) return cudaErrorInitializationError;
   cudaError_t err = copy_args(dst, src, n, kind);
   if (err == cudaSuccess && n) err = device_work(stream, dst, src, n, site);
   if (err == cudaSuccess && n) memmove(dst, src, n);

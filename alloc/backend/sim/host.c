@@ -73,6 +73,14 @@ CUresult ca_sim_host_free_locked(void *ptr, size_t size) {
   return ca_sim_violation(CUDA_ERROR_INVALID_VALUE);
 }
 
+bool ca_sim_host_range_locked(uintptr_t va, size_t n) {
+  for (size_t i = 0; i < host.n; i++) {
+    uintptr_t lo = (uintptr_t)host.live[i].ptr;
+    if (va >= lo && va - lo < host.live[i].size) return n <= host.live[i].size - (va - lo);
+  }
+  return false;
+}
+
 size_t ca_sim_pinned_used(void) {
   pthread_mutex_lock(&ca_sim.lock);
   size_t used = host.used;
