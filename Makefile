@@ -105,19 +105,21 @@ $(BUILD)/obj-test/alloc/%.o: alloc/%.c
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) $(INC_CORE) -DCA_TESTING -c $< -o $@
 
-$(LIB_A): $(ALLOC_OBJS)
-	@rm -f $@
-	ar rcs $@ $^
+include alloc/jemalloc.mk
 
-$(LIB_TEST_A): $(TEST_ALLOC_OBJS)
+$(LIB_A): $(ALLOC_OBJS) $(JE_OBJS_STAMP)
 	@rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(ALLOC_OBJS) $(JE_OBJS)
+
+$(LIB_TEST_A): $(TEST_ALLOC_OBJS) $(JE_OBJS_STAMP)
+	@rm -f $@
+	ar rcs $@ $(TEST_ALLOC_OBJS) $(JE_OBJS)
 
 ifeq ($(SAN),)
   NODEFS := -Wl,-z,defs
 endif
-$(LIB_SO_REAL): $(ALLOC_OBJS) $(SHIM_OBJS) shim/exports.map
-	$(CC) -shared -o $@ $(ALLOC_OBJS) $(SHIM_OBJS) $(SANFLAGS) -Wl,-soname,$(LIB_SO_NAME) -Wl,-Bsymbolic \
+$(LIB_SO_REAL): $(ALLOC_OBJS) $(SHIM_OBJS) shim/exports.map $(JE_PRIVATE)
+	$(CC) -shared -o $@ $(ALLOC_OBJS) $(SHIM_OBJS) $(JE_LINK) $(SANFLAGS) -Wl,-soname,$(LIB_SO_NAME) -Wl,-Bsymbolic \
 	  -Wl,--version-script=shim/exports.map $(NODEFS) $(LIBS)
 $(LIB_SO) $(BUILD)/$(LIB_SO_NAME): $(LIB_SO_REAL)
 	ln -sf $(notdir $<) $@

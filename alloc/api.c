@@ -6,6 +6,7 @@
 #include "fence.h"
 #include "log.h"
 #include "pages.h"
+#include "pinned.h"
 #include "report.h"
 #include "stats.h"
 
@@ -61,6 +62,13 @@ cudaError_t cudalloc_stream_unregister(cudaStream_t stream) {
   return ca_cuda_error(rc);
 }
 
+cudaError_t cudalloc_host_alloc(void **ptr, size_t size, unsigned flags) {
+  CUresult rc = ca_host_alloc(ptr, size, flags, __builtin_return_address(0));
+  return rc == CUDA_ERROR_NOT_SUPPORTED ? cudaErrorNotSupported : ca_cuda_error(rc);
+}
+
+cudaError_t cudalloc_host_free(void *ptr) { return ca_cuda_error(ca_host_free(ptr)); }
+
 int cudalloc_owns(const void *ptr) { return ca_owns(ptr); }
 
 cudaError_t cudalloc_get_address_range(const void *ptr, void **base, size_t *size) {
@@ -79,6 +87,7 @@ static void empty_device(ca_device_t *d, void *arg) {
 cudaError_t cudalloc_empty_cache(void) {
   CUresult rc = ca_init(NULL);
   if (!rc) ca_each_device(empty_device, NULL);
+  if (!rc) ca_pinned_empty_cache();
   return ca_cuda_error(rc);
 }
 
@@ -91,7 +100,8 @@ static void check_device(ca_device_t *d, void *arg) {
 int cudalloc_check(void) {
   int worst = 0;
   ca_each_device(check_device, &worst);
-  return worst;
+  int pinned = ca_pinned_check();
+  return worst ? worst : pinned;
 }
 
 static void step_device(ca_device_t *d, void *arg) {
@@ -125,7 +135,10 @@ static void reset_peaks(ca_device_t *d, void *arg) {
 #undef CA_RESET_PEAK
 }
 
-void cudalloc_reset_peaks(void) { ca_each_device(reset_peaks, NULL); }
+void cudalloc_reset_peaks(void) {
+  ca_each_device(reset_peaks, NULL);
+  ca_pinned_reset_peaks();
+}
 
 void cudalloc_print_stats(FILE *f) { ca_stats_print(f ? f : stderr); }
 

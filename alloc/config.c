@@ -79,6 +79,10 @@ static const conf_key_t keys[] = {
    "no summary on stderr at exit"},
   {"report", KEY_STRING, FIELD(report), 0, 0, 0, 0, NULL,
    "path prefix of the report files (%p = pid, %r = rank); empty = none"},
+  {"pinned_cache_mb", KEY_BYTES, FIELD(pinned_cache), 0, 1 << 30, 1 << 20, 0, NULL,
+   "free pinned host memory kept for reuse; whole free chunks beyond it are given back"},
+  {"pinned_via", KEY_CHOICE, FIELD(sim.host_register), 0, 0, 0, 0, "alloc|register",
+   "CUDA: pin chunks with cuMemHostAlloc (alloc) or mmap + cuMemHostRegister (register)"},
   {"sim_devices", KEY_UINT, FIELD(sim.devices), 1, 16, 0, 0, NULL,
    "number of simulated devices"},
   {"sim_capacity_mb", KEY_BYTES, FIELD(sim.capacity), 1, 1 << 20, 1 << 20, 0, NULL,
@@ -97,6 +101,8 @@ static const conf_key_t keys[] = {
    "every simulated call fails with this probability"},
   {"sim_seed", KEY_UINT, FIELD(sim.seed), 0, U64_MAX_D, 0, 0, NULL,
    "seed of sim_fail_rate's and sim_events:lag's generators"},
+  {"sim_pinned_mb", KEY_BYTES, FIELD(sim.pinned_capacity), 1, 1 << 20, 1 << 20, 0, NULL,
+   "pinned host memory the simulated machine allows"},
   {"sim_latency", KEY_LATENCY, FIELD(sim.latency_us), 0, 10000000, 0, 0, NULL,
    "<op>@<us>: every call of op takes this long (repeatable)"},
 };
@@ -130,6 +136,8 @@ void ca_config_defaults(ca_config_t *cfg) {
   cfg->sim.granularity = 2ull << 20;
   cfg->sim.seed = 1;
   cfg->sim.lag_ops = 8;
+  cfg->sim.pinned_capacity = 1024ull << 20;
+  cfg->pinned_cache = 1024ull << 20;
 }
 
 // ----------------------------------------------------------------------------

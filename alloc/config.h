@@ -35,6 +35,7 @@ typedef struct ca_config_s {
   unsigned track_depth;         /* frames kept with track:backtrace */
   bool quiet;
   char report[CA_CONFIG_PATH_MAX]; /* report path prefix, %p pid, %r rank; "" off */
+  uint64_t pinned_cache;        /* bytes of free pinned chunks kept */
   ca_backend_options_t sim;     /* the sim_* keys, handed to the backend's init */
 } ca_config_t;
 

@@ -195,9 +195,32 @@ void ca_queue_open_to_epoch(ca_device_t *d, ca_queue_t *q) {
   }
 }
 
+/* Fences come and go with every seal: a few spare ones keep the program's
+ * malloc off the steady state of a cudaMalloc/cudaFree loop. */
+#define SPARE_FENCES 8
+
+static ca_fence_t *fence_new(ca_device_t *d) {
+  ca_fence_t *f = d->spare_fences;
+  if (!f) return calloc(1, sizeof *f);
+  d->spare_fences = f->next;
+  d->nspare_fences--;
+  memset(f, 0, sizeof *f);
+  return f;
+}
+
+static void fence_delete(ca_device_t *d, ca_fence_t *f) {
+  if (d->nspare_fences >= SPARE_FENCES) {
+    free(f);
+    return;
+  }
+  f->next = d->spare_fences;
+  d->spare_fences = f;
+  d->nspare_fences++;
+}
+
 static void seal(ca_device_t *d, ca_queue_t *q) {
   if (!q->open.blocks) return;
-  ca_fence_t *f = calloc(1, sizeof *f);
+  ca_fence_t *f = fence_new(d);
   if (!f) return;
   CUresult rc;
   if (q->stream) {
@@ -214,7 +237,7 @@ static void seal(ca_device_t *d, ca_queue_t *q) {
   }
   if (rc) {   /* try again at the next seal; the blocks stay unreleased */
     fence_drop_events(d, f);
-    free(f);
+    fence_delete(d, f);
     return;
   }
   f->seq = ++d->fence_seq;
@@ -254,7 +277,7 @@ static size_t release_fence(ca_device_t *d, ca_queue_t *q, ca_fence_t *f) {
   }
   ca_stat_add(&d->stats.active_bytes, -(int64_t)bytes);
   fence_drop_events(d, f);
-  free(f);
+  fence_delete(d, f);
   return bytes;
 }
 
@@ -372,4 +395,10 @@ void ca_fences_teardown(ca_device_t *d, bool call_backend) {
   free(d->event_pool);
   d->event_pool = NULL;
   d->event_pool_count = d->event_pool_cap = 0;
+  while (d->spare_fences) {
+    ca_fence_t *f = d->spare_fences;
+    d->spare_fences = f->next;
+    free(f);
+  }
+  d->nspare_fences = 0;
 }

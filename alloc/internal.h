@@ -10,7 +10,7 @@
  * include that goes sideways or upwards (a cycle needs one).
  *
  * include-order:
- *   log config
+ *   log config jemalloc_private
  *   debug
  *   types
  *   bins ptrmap track streams peers
@@ -19,6 +19,8 @@
  *   pages
  *   pool
  *   device
+ *   pinned_chunks
+ *   pinned
  *   stats check
  *   report
  *   alloc api lifecycle
@@ -33,6 +35,9 @@
  *   segments   classic segments                    fence   streams, queues, events
  *   pages      expandable pages, trimming          pool    take and grow
  *   device     devices, locks, ca_ready            stats   derived statistics
+ *   pinned_chunks  the pinned arena's extent hooks and chunks
+ *   pinned     pinned host memory (cudaHostAlloc): blocks, copies in flight
+ *   jemalloc_private  the private jemalloc's API (ca_je_*)
  *   check      cudalloc_check                      report  exit, leak and OOM reports
  *   alloc, api, lifecycle: the entry points (include/core.h, include/cudalloc.h)
  *
@@ -51,6 +56,8 @@
 #include "lifecycle.h"
 #include "pages.h"
 #include "peers.h"
+#include "pinned.h"
+#include "pinned_chunks.h"
 #include "pool.h"
 #include "ptrmap.h"
 #include "report.h"

@@ -9,6 +9,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "peers.h"
+#include "pinned.h"
 #include "report.h"
 #include "streams.h"
 #include "track.h"
@@ -113,6 +114,7 @@ void cudalloc_shutdown(void) {
   pthread_mutex_lock(&init_lock);
   if (ca_state.init == CA_INIT_OK) {
     ca_report_shutdown();   /* live blocks are leaks: reported, not freed */
+    ca_pinned_shutdown();
     drop_devices(true);
     ca_state.be->shutdown();
   }
@@ -136,6 +138,7 @@ void ca_fork_child(void) {
    * that it is not reported as a leak) but never touch it again. */
   for (int i = 0; i < CA_MAX_DEVICES; i++) abandoned[i] = ca_state.devices[i];
   if (ca_state.be) ca_state.be->abandon();
+  ca_pinned_fork_child();
   drop_devices(false);
   ca_streams_forget(true);
   memset(&ca_state, 0, sizeof ca_state);

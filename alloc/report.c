@@ -10,6 +10,7 @@
 
 #include "device.h"
 #include "log.h"
+#include "pinned.h"
 #include "stats.h"
 #include "track.h"
 
@@ -18,6 +19,7 @@ typedef struct site_s {
   int64_t bytes, count;
   uintptr_t example;
 } site_t;
+
 
 static int by_pc(const void *a, const void *b) {
   uintptr_t x = (uintptr_t)((const site_t *)a)->pc, y = (uintptr_t)((const site_t *)b)->pc;
@@ -29,13 +31,14 @@ static int by_bytes(const void *a, const void *b) {
   return x > y ? -1 : x < y;
 }
 
-/* Live blocks of d grouped by call site, biggest first; d is locked.
- * Returns the number of sites (0 also when out of host memory). */
-static size_t live_sites(ca_device_t *d, site_t **out) {
-  size_t n = 0, cap = d->live.count;
+/* Live blocks (of a device, locked, or of the pinned cache) grouped by
+ * call site, biggest first. Returns the number of sites (0 also when out of
+ * host memory). */
+static size_t live_sites(const ca_ptrmap_t *live, site_t **out) {
+  size_t n = 0, cap = live->count;
   site_t *s = cap ? malloc(cap * sizeof *s) : NULL;
-  for (size_t i = 0; s && i < d->live.cap; i++) {
-    ca_block_t *b = d->live.vals[i];
+  for (size_t i = 0; s && i < live->cap; i++) {
+    ca_block_t *b = live->vals[i];
     if (b) s[n++] = (site_t){b->site, (int64_t)b->requested, 1, b->addr};
   }
   if (!s) return *out = NULL, 0;
@@ -58,15 +61,15 @@ static size_t live_sites(ca_device_t *d, site_t **out) {
 // Leaks
 // ----------------------------------------------------------------------------
 
-static void leaks_of(ca_device_t *d, void *arg) {
-  FILE *f = arg;
+/* what: "on device 0"; tag: "device 0". */
+static void print_leaks(FILE *f, const ca_ptrmap_t *live, const char *what, const char *tag) {
   site_t *s;
-  size_t n = live_sites(d, &s);
+  size_t n = live_sites(live, &s);
   int64_t bytes = 0, count = 0;
   char where[512];
   for (size_t i = 0; i < n; i++) {
-    fprintf(f, "========= Leaked %" PRId64 " bytes in %" PRId64 " allocation%s on device %d, e.g. at 0x%lx\n",
-            s[i].bytes, s[i].count, s[i].count == 1 ? "" : "s", d->ordinal, (unsigned long)s[i].example);
+    fprintf(f, "========= Leaked %" PRId64 " bytes in %" PRId64 " allocation%s %s, e.g. at 0x%lx\n",
+            s[i].bytes, s[i].count, s[i].count == 1 ? "" : "s", what, (unsigned long)s[i].example);
     fprintf(f, "=========     Saved host backtrace up to the allocation call\n");
     void *const *frames;
     int n_frames = ca_track_frames(s[i].pc, &frames);
@@ -78,13 +81,23 @@ static void leaks_of(ca_device_t *d, void *arg) {
     bytes += s[i].bytes;
     count += s[i].count;
   }
-  fprintf(f, "========= LEAK SUMMARY: %" PRId64 " bytes leaked in %" PRId64 " allocations (device %d)\n", bytes, count,
-          d->ordinal);
+  fprintf(f, "========= LEAK SUMMARY: %" PRId64 " bytes leaked in %" PRId64 " allocations (%s)\n", bytes, count, tag);
   free(s);
+}
+
+static void leaks_of(ca_device_t *d, void *arg) {
+  char what[32], tag[32];
+  snprintf(what, sizeof what, "on device %d", d->ordinal);
+  snprintf(tag, sizeof tag, "device %d", d->ordinal);
+  print_leaks(arg, &d->live, what, tag);
 }
 
 void ca_report_leaks(FILE *f) {
   ca_each_device(leaks_of, f);
+  const ca_ptrmap_t *pinned = ca_pinned_lock_live();
+  if (!pinned) return;
+  print_leaks(f, pinned, "of pinned host memory", "pinned host memory");
+  ca_pinned_unlock();
 }
 
 static void count_live(ca_device_t *d, void *arg) {
@@ -122,6 +135,19 @@ static const char *leak_bytes(int64_t bytes, char *buf, size_t len) {
   return buf;
 }
 
+/* The three call sites holding the most live bytes. */
+static void top_sites(FILE *f, const ca_ptrmap_t *live) {
+  site_t *sites;
+  size_t n = live_sites(live, &sites);
+  char where[512], size[48];
+  for (size_t i = 0; i < n && i < 3; i++) {
+    ca_track_name(sites[i].pc, where, sizeof where);
+    fprintf(f, "cudalloc:       %s in %" PRId64 " blocks from %s\n", leak_bytes(sites[i].bytes, size, sizeof size),
+            sites[i].count, where);
+  }
+  free(sites);
+}
+
 static void summary_of(ca_device_t *d, void *arg) {
   FILE *f = arg;
   cudalloc_stats_t s;
@@ -140,15 +166,27 @@ static void summary_of(ca_device_t *d, void *arg) {
   char size[48];
   fprintf(f, "cudalloc:     leaks: %" PRId64 " blocks, %s still allocated at exit\n", s.num_live_blocks.current,
           leak_bytes(s.requested_bytes.current, size, sizeof size));
-  site_t *sites;
-  size_t n = live_sites(d, &sites);
-  char where[512];
-  for (size_t i = 0; i < n && i < 3; i++) {
-    ca_track_name(sites[i].pc, where, sizeof where);
-    fprintf(f, "cudalloc:       %s in %" PRId64 " blocks from %s\n", leak_bytes(sites[i].bytes, size, sizeof size),
-            sites[i].count, where);
-  }
-  free(sites);
+  top_sites(f, &d->live);
+}
+
+/* Pinned host memory, when the program used it. */
+static void summary_pinned(FILE *f) {
+  cudalloc_pinned_stats_t s;
+  cudalloc_get_pinned_stats(&s);
+  if (!s.pinned_num_allocs.total && !s.pinned_num_bad_frees.total) return;
+  fprintf(f, "cudalloc:   pinned host memory: peak allocated %.1f MiB, peak reserved %.1f MiB, peak cached %.1f MiB\n",
+          mib(s.pinned_allocated_bytes.peak), mib(s.pinned_reserved_bytes.peak), mib(s.pinned_cached_bytes.peak));
+  fprintf(f, "cudalloc:     allocations %" PRId64 ", frees %" PRId64 ", bad frees %" PRId64 ", out-of-memory %" PRId64
+             ", chunks pinned %" PRId64 ", given back %" PRId64 ", copies tracked %" PRId64 "\n",
+          s.pinned_num_allocs.total, s.pinned_num_frees.total, s.pinned_num_bad_frees.total, s.pinned_num_ooms.total,
+          s.pinned_backend_alloc.total, s.pinned_backend_free.total, s.pinned_copies_tracked.total);
+  char size[48];
+  fprintf(f, "cudalloc:     leaks: %" PRId64 " pinned blocks, %s still allocated at exit\n",
+          s.pinned_num_live_blocks.current, leak_bytes(s.pinned_requested_bytes.current, size, sizeof size));
+  const ca_ptrmap_t *live = ca_pinned_lock_live();
+  if (!live) return;
+  top_sites(f, live);
+  ca_pinned_unlock();
 }
 
 /* The library's version (which may differ from the header a program was
@@ -167,6 +205,7 @@ void ca_report_summary(FILE *f) {
           ca_state.be->name, ca_config.expandable_segments ? "expandable" : "classic", CA_VERSION_ARGS,
           changed[0] ? changed : "defaults");
   ca_each_device(summary_of, f);
+  summary_pinned(f);
 }
 
 // ----------------------------------------------------------------------------
@@ -193,7 +232,7 @@ void ca_report_oom(ca_device_t *d, size_t size) {
          mib(allocated), mib(pending), mib(reserved), mib(idle), mib((double)free_now), mib((double)largest));
   ca_log("  diagnosis: %s", why);
   site_t *s;
-  size_t n = live_sites(d, &s);
+  size_t n = live_sites(&d->live, &s);
   char where[512];
   for (size_t i = 0; i < n && i < 5; i++) {
     ca_track_name(s[i].pc, where, sizeof where);
@@ -219,6 +258,19 @@ typedef struct json_s {
   int devices;
 } json_t;
 
+static void json_leaks(FILE *f, const ca_ptrmap_t *live) {
+  site_t *sites;
+  size_t n = live_sites(live, &sites);
+  char where[512];
+  for (size_t i = 0; i < n; i++) {
+    ca_track_name(sites[i].pc, where, sizeof where);
+    json_safe(where);
+    fprintf(f, "%s\n       {\"site\": \"%s\", \"bytes\": %" PRId64 ", \"count\": %" PRId64 "}", i ? "," : "", where,
+            sites[i].bytes, sites[i].count);
+  }
+  free(sites);
+}
+
 static void json_of(ca_device_t *d, void *arg) {
   json_t *j = arg;
   FILE *f = j->f;
@@ -235,16 +287,30 @@ static void json_of(ca_device_t *d, void *arg) {
   CUDALLOC_STAT_COUNTS(CA_JSON)
 #undef CA_JSON
   fprintf(f, "},\n     \"leaks\": [");
-  site_t *sites;
-  size_t n = live_sites(d, &sites);
-  char where[512];
-  for (size_t i = 0; i < n; i++) {
-    ca_track_name(sites[i].pc, where, sizeof where);
-    json_safe(where);
-    fprintf(f, "%s\n       {\"site\": \"%s\", \"bytes\": %" PRId64 ", \"count\": %" PRId64 "}", i ? "," : "", where,
-            sites[i].bytes, sites[i].count);
+  json_leaks(f, &d->live);
+  fprintf(f, "]}");
+}
+
+/* "pinned": statistics and leaks of pinned host memory, when it was used. */
+static void json_pinned(FILE *f) {
+  cudalloc_pinned_stats_t s;
+  cudalloc_get_pinned_stats(&s);
+  if (!s.pinned_num_allocs.total && !s.pinned_num_bad_frees.total) return;
+  fprintf(f, ",\n  \"pinned\": {\"stats\": {");
+  const char *sep = "";
+#define CA_JSON_PINNED(name, doc)                                                                             \
+  fprintf(f, "%s\n      \"%s\": {\"current\": %" PRId64 ", \"peak\": %" PRId64 ", \"total\": %" PRId64 "}", sep, \
+          #name, s.name.current, s.name.peak, s.name.total);                                                   \
+  sep = ",";
+  CUDALLOC_STAT_PINNED_BYTES(CA_JSON_PINNED)
+  CUDALLOC_STAT_PINNED_COUNTS(CA_JSON_PINNED)
+#undef CA_JSON_PINNED
+  fprintf(f, "},\n     \"leaks\": [");
+  const ca_ptrmap_t *live = ca_pinned_lock_live();
+  if (live) {
+    json_leaks(f, live);
+    ca_pinned_unlock();
   }
-  free(sites);
   fprintf(f, "]}");
 }
 
@@ -276,7 +342,9 @@ void ca_report_write_files(void) {
                "  \"backend\": \"%s\",\n  \"config\": \"%s\",\n  \"devices\": [",
             CA_VERSION_ARGS, ca_state.be->name, changed);
     ca_each_device(json_of, &j);
-    fprintf(f, "\n  ]\n}\n");
+    fprintf(f, "\n  ]");
+    json_pinned(f);
+    fprintf(f, "\n}\n");
     fclose(f);
   }
 }

@@ -79,7 +79,28 @@ static void print_one(ca_device_t *d, void *f) {
   print_device(f, d, &s);
 }
 
+/* Pinned host memory, when the program used it. */
+static void print_pinned(FILE *f) {
+  cudalloc_pinned_stats_t s;
+  cudalloc_get_pinned_stats(&s);
+  if (!s.pinned_num_allocs.total && !s.pinned_num_bad_frees.total) return;
+  const char *rule = "|========================================================================|\n";
+  const char *line = "|------------------------------------------------------------------------|\n";
+  fputs(rule, f);
+  fprintf(f, "| %-70s |\n", "cudalloc pinned host memory");
+  fputs(line, f);
+#define CA_PRINT_BYTES(name, doc) print_bytes(f, &#name[7], &s.name);
+  CUDALLOC_STAT_PINNED_BYTES(CA_PRINT_BYTES)
+#undef CA_PRINT_BYTES
+  fputs(line, f);
+#define CA_PRINT_COUNT(name, doc) print_count(f, &#name[7], &s.name);
+  CUDALLOC_STAT_PINNED_COUNTS(CA_PRINT_COUNT)
+#undef CA_PRINT_COUNT
+  fputs(rule, f);
+}
+
 void ca_stats_print(FILE *f) {
   if (!ca_ready()) fprintf(f, "cudalloc: not started\n");
   ca_each_device(print_one, f);
+  print_pinned(f);
 }

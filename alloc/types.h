@@ -168,6 +168,8 @@ struct ca_device_s {
   uint64_t peers;               /* bit p: device p enabled peer access to this memory */
   ca_block_t *spare_blocks;     /* recycled block structs */
   ca_segment_t *leftovers;      /* classic segments the driver did not take back yet */
+  ca_fence_t *spare_fences;     /* recycled fences (fence.c) */
+  int nspare_fences;
   cudalloc_stats_t stats;
 };
 

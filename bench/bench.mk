@@ -6,6 +6,7 @@
 #                                 compact table; the whole output is kept in
 #                                 $(BUILD)/bench/bench.log. About a minute on 2 cores.
 #   $(BUILD)/bench/bench_alloc    the pair benchmark (links libcudalloc.a and jemalloc)
+#   $(BUILD)/bench/bench_pinned   pinned host memory: the cache vs uncached pinning vs jemalloc
 #   $(BUILD)/bench/libstepspy.so  counts backend calls per workload step (preloaded)
 #   make bench-pack               copies jemalloc's header and static library into
 #                                 build/gpu-pack/jemalloc, for a GPU machine without
@@ -26,11 +27,17 @@ $(BENCH_ALLOC): bench/bench_alloc.c bench/bench.h $(LIB_A) $(HEADER)
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $(SANFLAGS) $(JEMALLOC_CFLAGS) -Ibench -Ialloc/backend -Ialloc/backend/sim $< -o $@ $(LIB_A) $(JEMALLOC_LIBS) $(CUDART) $(LIBS)
 
+# Pinned host memory: cudalloc's cache vs uncached pinning vs jemalloc.
+BENCH_PINNED := $(BUILD)/bench/bench_pinned
+$(BENCH_PINNED): bench/bench_pinned.c bench/bench.h $(LIB_A) $(HEADER)
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) $(SANFLAGS) $(JEMALLOC_CFLAGS) -Ibench $< -o $@ $(LIB_A) $(JEMALLOC_LIBS) $(CUDART) $(LIBS)
+
 $(BENCH_SPY): bench/step_spy.c $(HEADER)
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) -fvisibility=hidden -shared $< -o $@ -ldl
 
-bench: lib $(BENCH_ALLOC) $(BENCH_SPY) $(WORKLOAD) $(WORKLOAD_HOST)
+bench: lib $(BENCH_ALLOC) $(BENCH_PINNED) $(BENCH_SPY) $(WORKLOAD) $(WORKLOAD_HOST)
 	BUILD=$(BUILD) bench/run.sh
 
 .PHONY: bench-pack

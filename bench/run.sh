@@ -13,6 +13,8 @@ git diff --quiet HEAD -- alloc shim kernels 2>/dev/null || commit="$commit (with
   echo
   "$BUILD/bench/bench_alloc" ${BENCH_ALLOC_ARGS:-}
   echo
+  "$BUILD/bench/bench_pinned" ${BENCH_PINNED_ARGS:-}
+  echo
   BUILD=$BUILD bench/bench_workload.sh
 } 2>&1 | tee "$LOG"
 echo

@@ -33,7 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
-__thread unsigned ca_guard_depth __attribute__((tls_model("initial-exec")));
+__thread unsigned ca_guard_depth;
 
 /* used by the trampoline's indirect jump */
 __attribute__((visibility("hidden"))) void *(*ca_real_dlsym)(void *, const char *);
@@ -71,7 +71,7 @@ static bool from_self(const void *caller) {
   return (const char *)caller >= __ehdr_start && (const char *)caller < _end;
 }
 
-static __thread bool in_hook __attribute__((tls_model("initial-exec")));
+static __thread bool in_hook;
 
 /* The replacement for dlsym(handle, name) called from caller, or NULL to
  * let the real dlsym answer. It answers inside cudalloc entry points too:

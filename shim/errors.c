@@ -9,7 +9,7 @@
  */
 #include "shim.h"
 
-static __thread cudaError_t last_error __attribute__((tls_model("initial-exec")));
+static __thread cudaError_t last_error;
 
 cudaError_t ca_rt_error(cudaError_t err) {
   if (err != cudaSuccess) last_error = err;

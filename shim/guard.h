@@ -6,15 +6,19 @@
  * libcuda with dlsym. Such inner calls must go straight to the real
  * functions, so each entry point counts its depth on the thread.
  *
- * initial-exec TLS: no allocation and no lock on first access, which the
- * dlsym interposer relies on.
+ * General-dynamic TLS, not initial-exec: one initial-exec variable makes
+ * glibc put the library's whole TLS block (the private jemalloc's
+ * included) in static TLS, and dlopen() of libcudalloc.so (ctypes,
+ * PyTorch's pluggable allocator) then fails for want of room. Preloaded,
+ * the block is static TLS anyway; dlopen'd, the first access on a thread
+ * may allocate through the program's malloc, which cudalloc never hooks.
  */
 #ifndef CUDALLOC_SHIM_GUARD_H
 #define CUDALLOC_SHIM_GUARD_H
 
 #include <stdbool.h>
 
-extern __thread unsigned ca_guard_depth __attribute__((tls_model("initial-exec")));
+extern __thread unsigned ca_guard_depth;
 
 /* A guard held for the rest of the enclosing block. */
 typedef struct ca_guard_s {

@@ -27,8 +27,8 @@ $(BUILD)/test-variants/dlsym-c.o: shim/dlsym.c
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) $(INC_SHIM) -fno-sanitize=all -fno-optimize-sibling-calls -DCA_DLSYM_NO_TRAMPOLINE -c $< -o $@
 $(SHIM_VARIANT): $(ALLOC_OBJS) $(filter-out $(BUILD)/obj/shim/dlsym.o,$(SHIM_OBJS)) \
-    $(BUILD)/test-variants/dlsym-c.o shim/exports.map
-	$(CC) -shared -o $@ $(filter %.o,$^) $(SANFLAGS) -Wl,-Bsymbolic \
+    $(BUILD)/test-variants/dlsym-c.o shim/exports.map $(JE_PRIVATE)
+	$(CC) -shared -o $@ $(filter %.o,$^) $(JE_LINK) $(SANFLAGS) -Wl,-Bsymbolic \
 	  -Wl,--version-script=shim/exports.map $(NODEFS) $(LIBS)
 $(BUILD)/progs/rtld_next: $(SHIM_VARIANT)
 

@@ -8,8 +8,9 @@
 #ifndef CUDALLOC_SHIM_SYMBOLS_H
 #define CUDALLOC_SHIM_SYMBOLS_H
 
-/* Runtime API calls cudalloc serves in every mode: memory, streams, capture,
- * IPC export, peer access, the last-error pair. */
+/* Runtime API calls cudalloc serves in every mode: memory (pinned host
+ * memory too), streams, capture, async copies (which the pinned cache
+ * watches), IPC export, peer access, the last-error pair. */
 #define CA_SYMS_RUNTIME(X)                                                      \
   X(cudaMalloc) X(cudaFree) X(cudaMallocAsync) X(cudaMallocAsync_ptsz)          \
   X(cudaFreeAsync) X(cudaFreeAsync_ptsz) X(cudaMallocPitch) X(cudaMalloc3D)     \
@@ -21,6 +22,7 @@
   X(cudaStreamEndCapture) X(cudaStreamEndCapture_ptsz)                          \
   X(cudaMallocHost) X(cudaHostAlloc) X(cudaFreeHost)                            \
   X(cudaIpcGetMemHandle) X(cudaDeviceEnablePeerAccess)                          \
+  X(cudaMemcpyAsync) X(cudaMemcpyAsync_ptsz)                                    \
   X(cudaGetLastError) X(cudaPeekAtLastError)
 
 /* Runtime API calls served on the simulated device (backend:sim) and
@@ -34,7 +36,7 @@
   X(cudaEventCreate) X(cudaEventCreateWithFlags) X(cudaEventRecord)             \
   X(cudaEventRecord_ptsz) X(cudaEventQuery) X(cudaEventSynchronize)             \
   X(cudaEventDestroy) X(cudaEventElapsedTime)                                   \
-  X(cudaMemcpy) X(cudaMemcpy_ptds) X(cudaMemcpyAsync) X(cudaMemcpyAsync_ptsz)   \
+  X(cudaMemcpy) X(cudaMemcpy_ptds)                                              \
   X(cudaMemset) X(cudaMemset_ptds) X(cudaMemsetAsync) X(cudaMemsetAsync_ptsz)   \
   X(cudaLaunchKernel) X(cudaLaunchKernel_ptsz)
 
@@ -47,6 +49,9 @@
   X(cuMemAllocPitch_v2, cuMemAllocPitch, 3020, A)                               \
   X(cuMemGetInfo_v2, cuMemGetInfo, 3020, A)                                     \
   X(cuMemGetAddressRange_v2, cuMemGetAddressRange, 3020, A)                     \
+  X(cuMemAllocHost_v2, cuMemAllocHost, 3020, A)                                 \
+  X(cuMemHostAlloc, cuMemHostAlloc, 2020, A)                                    \
+  X(cuMemFreeHost, cuMemFreeHost, 2000, A)                                      \
   X(cuMemAllocAsync, cuMemAllocAsync, 11020, L)                                 \
   X(cuMemAllocAsync_ptsz, cuMemAllocAsync, 11020, P)                            \
   X(cuMemFreeAsync, cuMemFreeAsync, 11020, L)                                   \

@@ -677,3 +677,30 @@ Test(cuda_fake, a_programs_own_context_is_not_served) {
   cr_assert_eq(((ctx_destroy_fn)fake_sym("cuCtxDestroy_v2"))(mine), 0);
   cr_assert_eq(be->stream_device(CA_STREAM_LEGACY, &dev), 0, "without it, the primary context is served");
 }
+
+/* Pinned host memory both ways the backend pins it: cuMemHostAlloc, and
+ * mmap + cuMemHostRegister (pinned_via:register). The memory is writable,
+ * a whole allocation goes back, and the driver refuses a second free. */
+static void pin_and_give_back(void) {
+  void *p = NULL;
+  cr_assert_eq(be->host_alloc(0, 2 << 20, &p), CUDA_SUCCESS);
+  cr_assert_not_null(p);
+  memset(p, 0x5a, 2 << 20);
+  cr_assert_eq(be->host_free(p, 2 << 20), CUDA_SUCCESS);
+  cr_assert_neq(be->host_free(p, 2 << 20), CUDA_SUCCESS, "a second free is refused");
+}
+
+Test(cuda_fake, pinned_host_memory_with_cuMemHostAlloc) {
+  load_fake();
+  start_driver("fake-driver");
+  pin_and_give_back();
+}
+
+Test(cuda_fake, pinned_host_memory_with_cuMemHostRegister) {
+  load_fake();
+  start_driver("fake-driver");
+  be->abandon();
+  ca_backend_options_t o = {.host_register = true};
+  cr_assert_eq(be->init(&o), CUDA_SUCCESS);
+  pin_and_give_back();
+}

@@ -6,6 +6,7 @@
 #include "test_shim.h"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 /* device work lags behind the host, as on a GPU (docs/reliability.md) */
 #define SIM "backend:sim,sim_events:lag"
@@ -307,6 +308,24 @@ Test(preload, runtimes_loaded_rtld_local_are_found_in_the_callers_scope) {
 // PyTorch's pluggable allocator: dlopen, no preload
 // ----------------------------------------------------------------------------
 
+/* A program opens libcudalloc.so with dlopen, with no GLIBC_TUNABLES, and
+ * the library asks for no static TLS (DF_STATIC_TLS): its private jemalloc
+ * is built with --disable-initial-exec-tls (alloc/jemalloc.mk). With
+ * Debian's binary jemalloc linked in, both failed: "cannot allocate memory
+ * in static TLS block", and FLAGS STATIC_TLS in the dynamic section. */
+Test(preload, dlopen_needs_no_static_tls) {
+  char env[512], cmd[1024];
+  snprintf(env, sizeof env, "-u GLIBC_TUNABLES LD_PRELOAD='%s' CUDALLOC_CONF=" SIM, shim_san_runtime());
+  snprintf(cmd, sizeof cmd, "%s/progs/dlopen_lib %s/libcudalloc.so", shim_build(), shim_build());
+  shim_run_t *r = shim_sh(env, cmd);
+  cr_assert_eq(r->status, 0, "dlopen of libcudalloc.so failed (%d):\n%s", r->status, r->out);
+  shim_assert_has(r, "dlopen_lib: ok");
+  snprintf(cmd, sizeof cmd, "readelf -dW %s/libcudalloc.so", shim_build());
+  r = shim_sh(NULL, cmd);
+  cr_assert_eq(r->status, 0, "readelf failed:\n%s", r->out);
+  shim_assert_lacks(r, "STATIC_TLS");
+}
+
 static shim_run_t *torch_api(const char *conf) {
   char env[1024], cmd[1024];
   snprintf(env, sizeof env, "LD_PRELOAD='%s' CUDALLOC_CONF=%s", shim_san_runtime(), conf);
@@ -330,4 +349,42 @@ Test(preload, pytorch_frees_wait_for_the_device_unless_torch_free_stream) {
   shim_assert_has(torch_api(SIM ",sim_devices:2,sim_events:manual"), "reused at once on its stream: no");
   shim_assert_has(torch_api(SIM ",sim_devices:2,sim_events:manual,torch_free:stream"),
                   "reused at once on its stream: yes");
+}
+
+// ----------------------------------------------------------------------------
+// Pinned host memory
+// ----------------------------------------------------------------------------
+
+/* Every entry point, bad input, and the program's malloc: glibc's after the
+ * preload, and not called in 10000 cached cudaMalloc/cudaFree and
+ * cudaHostAlloc/cudaFreeHost pairs. (Before the device core kept spare
+ * fences, this failed: "13 calls of the program's malloc in 10000 cached
+ * pairs", each cudaFree epoch sealing a freshly calloc'ed fence.) */
+Test(preload, pinned_host_memory_leaves_the_programs_malloc_alone) {
+  /* sim_events:auto, not lag: the loop issues no device work, and with
+   * lagging events cudaFree's fences complete only after later device
+   * calls, so every pair would take the slow path (which may malloc) and
+   * grow the pool; what is counted here is the hot path's bookkeeping. */
+  shim_run_t *r = shim_prog("pinned_host", NULL, "backend:sim,sim_events:auto");
+  shim_assert_ok(r, "pinned_host");
+  shim_assert_has(r, "pinned host memory: peak allocated");
+}
+
+Test(preload, pinned_block_in_an_async_copy_waits_for_its_stream) {
+  shim_assert_ok(shim_prog("pinned_host", "copies", SIM ",sim_events:manual,quiet:true"), "pinned_host");
+}
+
+/* The malloc check itself: with jemalloc preloaded in front of cudalloc,
+ * the process's malloc is jemalloc's, and the program must say so. */
+Test(preload, malloc_check_catches_a_replaced_malloc) {
+  const char *je = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+  if (access(je, R_OK) != 0) cr_skip_test("no %s", je);
+  char env[1024], pre[512], cmd[512];
+  shim_preload(pre, sizeof pre);
+  snprintf(env, sizeof env, "LD_PRELOAD='%s %s' CUDALLOC_CONF=" SIM ",quiet:true", je, pre);
+  snprintf(cmd, sizeof cmd, "%s/progs/pinned_host malloc", shim_build());
+  shim_run_t *r = shim_sh(env, cmd);
+  cr_assert_eq(r->status, 1, "the check passed with jemalloc's malloc (%d):\n%s", r->status, r->out);
+  shim_assert_has(r, "libjemalloc.so.2's, not glibc's");
+  shim_assert_ok(shim_prog("pinned_host", "malloc", SIM ",quiet:true"), "pinned_host");
 }

@@ -160,6 +160,7 @@ Test(sim_faults, each_op_fails_with_its_own_error) {
   uintptr_t va2;
   ca_phys_t h2;
   ca_event_t e2;
+  void *pinned = NULL;
   CUresult got[CA_OP_COUNT] = {
       [CA_OP_init] = be->init(&ca_config.sim),
       [CA_OP_device_count] = be->device_count(&n),
@@ -183,6 +184,8 @@ Test(sim_faults, each_op_fails_with_its_own_error) {
       [CA_OP_device_sync] = be->device_sync(0),
       [CA_OP_is_capturing] = be->is_capturing(NULL, &c),
       [CA_OP_stream_device] = be->stream_device(NULL, &n),
+      [CA_OP_host_alloc] = be->host_alloc(0, 4096, &pinned),
+      [CA_OP_host_free] = be->host_free(&c, 4096),
   };
   for (int op = 0; op < CA_OP_COUNT; op++) {
     cr_assert_eq(got[op], injected(op), "%s returned %d, not its injected %d",
@@ -191,6 +194,7 @@ Test(sim_faults, each_op_fails_with_its_own_error) {
   }
   /* every one of them changed nothing */
   cr_assert_eq(ca_sim_live_handles(0), 1);
+  cr_assert_eq(ca_sim_pinned_used(), 0);
   cr_assert_eq(ca_sim_mapped_bytes(0), 0);
   OK(be->event_query(e));
   OK(be->map(va, g, h, 0));

@@ -69,7 +69,7 @@ typedef struct ca_device_props_s {
   X(init) X(device_count) X(get_device) X(set_device) X(device_props) X(mem_info) \
   X(reserve) X(va_free) X(create) X(release) X(map) X(unmap) X(set_access)       \
   X(event_create) X(event_record) X(event_query) X(event_sync) X(event_destroy)  \
-  X(stream_sync) X(device_sync) X(is_capturing) X(stream_device)
+  X(stream_sync) X(device_sync) X(is_capturing) X(stream_device) X(host_alloc) X(host_free)
 
 typedef enum ca_backend_op_e {
 #define CA_OP_ENUM(op) CA_OP_##op,
@@ -111,6 +111,8 @@ typedef struct ca_backend_options_s {
   double fail_rate;
   uint64_t seed;
   unsigned latency_us[CA_OP_COUNT];
+  uint64_t pinned_capacity;     /* simulated: pinned host bytes the machine allows */
+  bool host_register;           /* CUDA: pin with mmap + cuMemHostRegister, not cuMemHostAlloc */
 } ca_backend_options_t;
 
 typedef struct ca_backend_s {
@@ -176,6 +178,18 @@ typedef struct ca_backend_s {
    * with a default handle, a current context) of a context the backend does
    * not serve. Cheap: the core asks on every stream-ordered call. */
   CUresult (*stream_device)(ca_stream_t stream, int *dev);
+
+  /* -- pinned host memory -------------------------------------------------- */
+  /* Page-locked host memory of size bytes (a non-zero multiple of the host
+   * page), page-aligned, that every device can reach (portable, mapped:
+   * cuMemHostAlloc's PORTABLE | DEVICEMAP, or mmap + cuMemHostRegister),
+   * pinned in dev's context. Pinning costs far more than a map: the core
+   * asks for large chunks and caches them (alloc/pinned_chunks.c). Out of
+   * pinned memory: CUDA_ERROR_OUT_OF_MEMORY. */
+  CUresult (*host_alloc)(int dev, size_t size, void **ptr);
+  /* Gives back a whole earlier host_alloc (ptr and size as returned and
+   * asked); anything else is CUDA_ERROR_INVALID_VALUE. */
+  CUresult (*host_free)(void *ptr, size_t size);
 
   /* -- optional (NULL when the backend has none) ------------------------------ */
   /* Told of every block the core hands out, [va, va+size) for stream, by the

@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define CUDA_ABI_VERSION 12000   /* the ABI every entry point is resolved at */
 #define MAX_DEVICES 64           /* more devices than this are not used */
@@ -75,6 +76,7 @@ static struct {
   CUdevice dev[MAX_DEVICES];
   CUcontext ctx[MAX_DEVICES]; /* atomic; retained primary contexts */
   size_t gran[MAX_DEVICES];   /* atomic; 0 until first asked */
+  bool host_register;         /* pin with mmap + cuMemHostRegister */
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 #define drv (g.drv)
@@ -171,7 +173,7 @@ static void arm_fork_handler(void) { pthread_atfork(NULL, NULL, fork_child); }
  * until abandon() (a fork child may try again). */
 static CUresult cuda_init(const ca_backend_options_t *options) {
   static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-  (void)options;   /* the options are the simulated device's */
+  /* the options are the simulated device's, but for the way to pin */
   if (ready()) return CUDA_SUCCESS;
   pthread_once(&fork_once, arm_fork_handler);   /* before anyone takes the lock */
   pthread_mutex_lock(&g.lock);
@@ -182,6 +184,7 @@ static CUresult cuda_init(const ca_backend_options_t *options) {
     rc = load_driver();
     if (rc == CUDA_SUCCESS) rc = start_driver();
     g.failure = rc;
+    g.host_register = options && options->host_register;
     __atomic_store_n(&g.state, rc == CUDA_SUCCESS ? STATE_READY : STATE_FAILED, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&g.lock);
@@ -538,6 +541,46 @@ static CUresult cuda_is_capturing(ca_stream_t stream, int *capturing) {
   return rc;
 }
 
+// ----------------------------------------------------------------------------
+// Pinned host memory: portable and mapped, so that one chunk serves every
+// context and cudaHostAllocMapped alike
+// ----------------------------------------------------------------------------
+
+#define PIN_FLAGS (CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)
+#define REGISTER_FLAGS (CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP)
+
+/* mmap + cuMemHostRegister: the pages come from the kernel, the driver
+ * only locks them. */
+static CUresult register_pages(size_t size, void **ptr) {
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult rc = drv.mem_host_register(p, size, REGISTER_FLAGS);
+  if (rc != CUDA_SUCCESS) munmap(p, size);
+  else *ptr = p;
+  return rc;
+}
+
+static CUresult cuda_host_alloc(int dev, size_t size, void **ptr) {
+  bool pushed;
+  CUresult rc = ctx_enter(dev, &pushed);
+  if (rc == CUDA_SUCCESS) rc = g.host_register ? register_pages(size, ptr) : drv.mem_host_alloc(ptr, size, PIN_FLAGS);
+  ctx_leave(pushed);
+  return rc;
+}
+
+/* In a context, as the driver requires: the memory is portable, so the
+ * calling thread's current device's does. */
+static CUresult cuda_host_free(void *ptr, size_t size) {
+  bool pushed = false;
+  int dev = 0;
+  CUresult rc = cuda_get_device(&dev);
+  if (rc == CUDA_SUCCESS) rc = ctx_enter(dev, &pushed);
+  if (rc == CUDA_SUCCESS) rc = g.host_register ? drv.mem_host_unregister(ptr) : drv.mem_free_host(ptr);
+  ctx_leave(pushed);
+  if (rc == CUDA_SUCCESS && g.host_register) munmap(ptr, size);
+  return rc;
+}
+
 const ca_backend_t ca_backend_cuda = {
     .name = "cuda",
     .init = cuda_init,
@@ -567,4 +610,6 @@ const ca_backend_t ca_backend_cuda = {
     .device_sync = cuda_device_sync,
     .is_capturing = cuda_is_capturing,
     .stream_device = cuda_stream_device,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
 };

@@ -39,6 +39,10 @@
   X(event_destroy, "cuEventDestroy", PFN_cuEventDestroy_v4000)                 \
   X(stream_sync, "cuStreamSynchronize", PFN_cuStreamSynchronize_v2000)         \
   X(stream_is_capturing, "cuStreamIsCapturing", PFN_cuStreamIsCapturing_v10000) \
-  X(stream_get_ctx, "cuStreamGetCtx", PFN_cuStreamGetCtx_v9020)
+  X(stream_get_ctx, "cuStreamGetCtx", PFN_cuStreamGetCtx_v9020)                \
+  X(mem_host_alloc, "cuMemHostAlloc", PFN_cuMemHostAlloc_v2020)                \
+  X(mem_free_host, "cuMemFreeHost", PFN_cuMemFreeHost_v2000)                   \
+  X(mem_host_register, "cuMemHostRegister", PFN_cuMemHostRegister_v6050)       \
+  X(mem_host_unregister, "cuMemHostUnregister", PFN_cuMemHostUnregister_v4000)
 
 #endif /* CUDALLOC_CUDA_ENTRIES_H */

@@ -68,6 +68,21 @@ CUresult ca_free_sync(void *ptr);
  * ca_free's reuse at once on stream. */
 CUresult ca_free_torch(void *ptr, ca_stream_t stream);
 
+/* Pinned host memory (cudaHostAlloc, cuMemHostAlloc), from the pinned
+ * cache (alloc/pinned.h). flags are cudaHostAlloc's: unknown bits are
+ * CUDA_ERROR_INVALID_VALUE; flags the cache does not serve (write-combined)
+ * CUDA_ERROR_NOT_SUPPORTED, silently, for the shim to pass the call on.
+ * size 0 succeeds with NULL. */
+CUresult ca_host_alloc(void **ptr, size_t size, unsigned flags, void *caller);
+/* CUDA_ERROR_NOT_FOUND, silently, for a pointer outside every pinned chunk
+ * (the shim hands it to the real free); CUDA_ERROR_INVALID_VALUE, with one
+ * line on stderr, for one inside that is not a live block. NULL succeeds.
+ * A block that async copies still use is reused only once they complete. */
+CUresult ca_host_free(void *ptr);
+/* The program queued an async copy of n bytes on stream: a pinned block
+ * that dst or src lies in is not reused before the copy completes. */
+void ca_host_copy_issued(const void *dst, const void *src, size_t n, ca_stream_t stream);
+
 /* true when ptr lies inside an address range cudalloc manages. */
 bool ca_owns(const void *ptr);
 /* The live block containing ptr: its base and requested size. */

@@ -87,10 +87,18 @@ CUDALLOC_API cudaError_t cudalloc_free_sync(void *ptr);
 CUDALLOC_API cudaError_t cudalloc_stream_register(cudaStream_t stream, unsigned int flags);
 CUDALLOC_API cudaError_t cudalloc_stream_unregister(cudaStream_t stream);
 
+/* Pinned (page-locked) host memory from cudalloc's pinned cache, as
+ * cudaHostAlloc (flags: cudaHostAllocPortable | cudaHostAllocMapped;
+ * write-combined memory is cudaErrorNotSupported here) and cudaFreeHost.
+ * Preloaded, cudaHostAlloc and cudaMallocHost come here themselves. */
+CUDALLOC_API cudaError_t cudalloc_host_alloc(void **ptr, size_t size, unsigned flags);
+CUDALLOC_API cudaError_t cudalloc_host_free(void *ptr);
+
 /* Gives every cached (unallocated) physical page back to the backend. It
  * first waits for the device work that frees made before the call still
  * wait for (as PyTorch's empty_cache does), so that their memory goes back
- * too; never while a graph capture is underway. */
+ * too; never while a graph capture is underway. Every idle chunk of
+ * pinned host memory goes back as well. */
 CUDALLOC_API cudaError_t cudalloc_empty_cache(void);
 
 /* 1 when ptr lies inside memory managed by cudalloc, else 0. */
@@ -156,10 +164,39 @@ typedef struct cudalloc_stats_s {
   double fragmentation;         /* 1 - peak allocated / peak reserved */
 } cudalloc_stats_t;
 
+/* Pinned host memory (cudaMallocHost, cudaHostAlloc, cuMemHostAlloc, ...),
+ * cached by cudalloc for the whole process. */
+#define CUDALLOC_STAT_PINNED_BYTES(X)                                                    \
+  X(pinned_allocated_bytes, "pinned bytes in live blocks, as the pinned arena sized them") \
+  X(pinned_requested_bytes, "pinned bytes the program asked for in live blocks")         \
+  X(pinned_reserved_bytes, "pinned bytes held from the driver (chunks)")                 \
+  X(pinned_cached_bytes, "reserved pinned bytes not in live blocks: reusable without a driver call") \
+  X(pinned_waiting_bytes, "freed pinned blocks not reused until their async copies complete")
+
+#define CUDALLOC_STAT_PINNED_COUNTS(X)                                                   \
+  X(pinned_num_allocs, "successful pinned allocations")                                  \
+  X(pinned_num_frees, "successful pinned frees")                                         \
+  X(pinned_num_live_blocks, "live pinned blocks")                                        \
+  X(pinned_num_bad_frees, "frees of pointers inside pinned chunks that were not live blocks") \
+  X(pinned_num_ooms, "pinned allocations that failed with out-of-memory")                \
+  X(pinned_copies_tracked, "events recorded after async copies that touch pinned blocks") \
+  X(pinned_backend_alloc, "chunks pinned (driver calls)")                                \
+  X(pinned_backend_free, "chunks given back to the driver")
+
+typedef struct cudalloc_pinned_stats_s {
+#define CUDALLOC_STAT_FIELD(name, doc) cudalloc_stat_t name;
+  CUDALLOC_STAT_PINNED_BYTES(CUDALLOC_STAT_FIELD)
+  CUDALLOC_STAT_PINNED_COUNTS(CUDALLOC_STAT_FIELD)
+#undef CUDALLOC_STAT_FIELD
+} cudalloc_pinned_stats_t;
+
+/* Statistics of the pinned host-memory cache. */
+CUDALLOC_API cudaError_t cudalloc_get_pinned_stats(cudalloc_pinned_stats_t *out);
+
 /* Statistics of one device (device -1: the current device). */
 CUDALLOC_API cudaError_t cudalloc_get_stats(int device, cudalloc_stats_t *out);
 
-/* Resets the peaks of every device to the current values. */
+/* Resets the peaks of every device, and of pinned memory, to the current values. */
 CUDALLOC_API void cudalloc_reset_peaks(void);
 
 /* A table in the spirit of torch.cuda.memory_summary(), every device. */

@@ -4,8 +4,9 @@
  * a machine without a GPU. This is how CI tests the preload.
  *
  * With the CUDA backend every call here goes to the real runtime untouched.
- * Events and stream queries are in events.c, pinned host memory in
- * host.c.
+ * Events and stream queries are in events.c; async copies, which the
+ * pinned cache must see on every backend, in ../host.c (they come back
+ * here for the copy).
  */
 #include "sim_runtime.h"
 #include "backend_sim.h"
@@ -92,8 +93,10 @@ static cudaError_t device_work(ca_stream_t stream, void *dst, const void *src, s
   return ca_rt_result(rc);
 }
 
-static cudaError_t copy_async(ca_stream_t stream, void *dst, const void *src, size_t n,
-                              enum cudaMemcpyKind kind, void *site) {
+cudaError_t ca_sim_rt_copy_async(ca_stream_t stream, void *dst, const void *src, size_t n,
+                                 enum cudaMemcpyKind kind, void *site) {
+  /* the calling thread's context, as on every runtime call (CA_SIM_ONLY) */
+  if (!ca_shim_sim_backend()) return cudaErrorInitializationError;
   cudaError_t err = copy_args(dst, src, n, kind);
   if (err == cudaSuccess && n) err = device_work(stream, dst, src, n, site);
   if (err == cudaSuccess && n) memmove(dst, src, n);
@@ -142,18 +145,6 @@ CA_EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cuda
 CA_EXPORT cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
   CA_SIM_OR_REAL(cudaMemcpy_ptds, dst, src, n, kind);
   return copy_sync(be, CA_STREAM_PER_THREAD, dst, src, n, kind, CA_CALLER);
-}
-
-CA_EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
-                                      cudaStream_t stream) {
-  CA_SIM_ONLY(cudaMemcpyAsync, dst, src, n, kind, stream);
-  return copy_async(stream, dst, src, n, kind, CA_CALLER);
-}
-
-CA_EXPORT cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
-                                           cudaStream_t stream) {
-  CA_SIM_ONLY(cudaMemcpyAsync_ptsz, dst, src, n, kind, stream);
-  return copy_async(ca_ptsz(stream), dst, src, n, kind, CA_CALLER);
 }
 
 /* cudaMemset is asynchronous to the host for device memory: work on the

@@ -4,7 +4,6 @@
  *   runtime.c  devices, synchronization, copies and fills
  *   events.c   runtime events and stream queries
  *   streams.c  stream creation and graph capture
- *   host.c     pinned host memory
  *   launch.c   kernel launches, which fail with a clear error
  *   peers.c    peer access between simulated devices
  *   static_runtime.c  a statically linked runtime, named at load
@@ -41,8 +40,10 @@ void ca_sim_rt_check_static_runtime(void);
 /* "peers.c": cudaDeviceEnablePeerAccess(peer, flags) from device dev. */
 cudaError_t ca_sim_rt_enable_peer(int dev, int peer, unsigned flags);
 
-/* "host.c": cudaHostAlloc and cudaFreeHost on host memory. */
-cudaError_t ca_sim_rt_host_alloc(void **ptr, size_t size);
-cudaError_t ca_sim_rt_host_free(void *ptr);
+/* "runtime.c": cudaMemcpyAsync on the simulated device: the bytes move at
+ * once, and the copy is work on stream that touches both ranges (site: the
+ * calling site) until the stream gets there. */
+cudaError_t ca_sim_rt_copy_async(ca_stream_t stream, void *dst, const void *src, size_t n,
+                                 enum cudaMemcpyKind kind, void *site);
 
 #endif /* CUDALLOC_SHIM_SIM_RUNTIME_H */

@@ -18,10 +18,13 @@
  *   cuGetProcAddress. For them it exports every entry point under the
  *   driver's own name (cuMemAlloc_v2, cuMemAllocAsync_ptsz, ...), including
  *   ones cudalloc must leave alone: the 32-bit cuMemAlloc of CUDA < 3.2 and
- *   names that merely begin like wrapped ones (cuMemAllocHost_v2). Its
+ *   names that merely begin like wrapped ones (cuMemAllocManaged). Its
  *   cuMemAlloc family answers with FAKE_PTR, so that a test can tell that
  *   cudalloc, not this library, answered.
- * It is NOT a device: no memory is touched.
+ * It is NOT a device: no device memory is touched. Pinned host memory
+ * (cuMemHostAlloc, cuMemHostRegister) is real host memory, since the core
+ * writes to it, and the driver's rules hold: a context, known flags, only
+ * what was allocated or registered is freed or unregistered.
  *
  * cuGetProcAddress resolves as the driver does: the newest entry not newer
  * than the requested version, the _ptsz one only when asked for the
@@ -41,7 +44,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #define API __attribute__((visibility("default")))
 #define DRIVER_VERSION CUDA_VERSION   /* a driver as new as the headers */
@@ -455,11 +460,80 @@ API CUresult cuMemAlloc(unsigned *dptr, unsigned size) {
 API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) { return fake_alloc(dptr, size); }
 API CUresult cuMemFree_v2(CUdeviceptr dptr) { return fake_free(dptr); }
 
-API CUresult cuMemAllocHost_v2(void **pp, size_t size) {
-  CUdeviceptr p;
-  CUresult rc = fake_alloc(&p, size);
-  if (rc == CUDA_SUCCESS) *pp = (void *)p;
-  return rc;
+/* A name that only begins like cuMemAlloc: cudalloc must leave it alone. */
+API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned flags) {
+  (void)flags;
+  return fake_alloc(dptr, size);
+}
+
+// ----------------------------------------------------------------------------
+// Pinned host memory: real pages, with a table of what is pinned
+// ----------------------------------------------------------------------------
+
+typedef struct { void *p; size_t size; int registered; } pinned_t;
+static pinned_t pinned[MAXOBJ];
+
+static int pin_slot(void *p, size_t size, int registered) {
+  for (int i = 0; i < MAXOBJ; i++)
+    if (!pinned[i].p) { pinned[i] = (pinned_t){p, size, registered}; return 1; }
+  return 0;
+}
+
+/* Forgets p when it was pinned the given way; 0 when it was not. */
+static int unpin_slot(void *p, int registered) {
+  for (int i = 0; i < MAXOBJ; i++)
+    if (pinned[i].p == p && pinned[i].registered == registered) { pinned[i].p = NULL; return 1; }
+  return 0;
+}
+
+API CUresult cuMemHostAlloc(void **pp, size_t size, unsigned flags) {
+  ENTER();
+  NEED_CTX();
+  if (!pp || !size || (flags & ~7u)) return CUDA_ERROR_INVALID_VALUE;
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  pthread_mutex_lock(&lock);
+  int ok = pin_slot(p, size, 0);
+  pthread_mutex_unlock(&lock);
+  if (!ok) { munmap(p, size); return CUDA_ERROR_OUT_OF_MEMORY; }
+  *pp = p;
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuMemAllocHost_v2(void **pp, size_t size) { return cuMemHostAlloc(pp, size, 0); }
+
+API CUresult cuMemFreeHost(void *p) {
+  ENTER();
+  NEED_CTX();
+  size_t size = 0;
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < MAXOBJ; i++)
+    if (pinned[i].p == p && !pinned[i].registered) size = pinned[i].size;
+  int ok = p && unpin_slot(p, 0);
+  pthread_mutex_unlock(&lock);
+  if (!ok) return CUDA_ERROR_INVALID_VALUE;
+  munmap(p, size);
+  return CUDA_SUCCESS;
+}
+
+API CUresult cuMemHostRegister_v2(void *p, size_t size, unsigned flags) {
+  ENTER();
+  NEED_CTX();
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  if (!p || !size || (uintptr_t)p % page || (flags & ~15u)) return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&lock);
+  int ok = pin_slot(p, size, 1);
+  pthread_mutex_unlock(&lock);
+  return ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+API CUresult cuMemHostUnregister(void *p) {
+  ENTER();
+  NEED_CTX();
+  pthread_mutex_lock(&lock);
+  int ok = p && unpin_slot(p, 1);
+  pthread_mutex_unlock(&lock);
+  return ok ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
 }
 
 API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, CUstream s) { (void)s; return fake_alloc(dptr, size); }
@@ -566,6 +640,11 @@ static const struct { const char *name; int version; int ptsz; void *fn; } entri
     {"cuMemAlloc", 3020, 0, (void *)cuMemAlloc_v2},
     {"cuMemFree", 3020, 0, (void *)cuMemFree_v2},
     {"cuMemAllocHost", 3020, 0, (void *)cuMemAllocHost_v2},
+    {"cuMemAllocManaged", 6000, 0, (void *)cuMemAllocManaged},
+    {"cuMemHostAlloc", 2020, 0, (void *)cuMemHostAlloc},
+    {"cuMemFreeHost", 2000, 0, (void *)cuMemFreeHost},
+    {"cuMemHostRegister", 6050, 0, (void *)cuMemHostRegister_v2},
+    {"cuMemHostUnregister", 4000, 0, (void *)cuMemHostUnregister},
     {"cuMemAllocAsync", 11020, 0, (void *)cuMemAllocAsync},
     {"cuMemAllocAsync", 11020, 1, (void *)cuMemAllocAsync_ptsz},
     {"cuMemFreeAsync", 11020, 0, (void *)cuMemFreeAsync},

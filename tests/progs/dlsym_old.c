@@ -22,7 +22,7 @@ int main(int argc, char **argv) {
   CHECK(served_by_cudalloc(mine));
   CHECK(old_dlsym(driver, "cuMemAlloc_v2") == mine);
   CHECK(served_by_cudalloc(old_dlsym(driver, "cuGetProcAddress_v2")));
-  CHECK(!served_by_cudalloc(old_dlsym(driver, "cuMemAllocHost_v2")));
+  CHECK(!served_by_cudalloc(old_dlsym(driver, "cuMemAllocManaged")));
   CHECK(!served_by_cudalloc(old_dlsym(driver, "cuInit")));
   /* RTLD_NEXT through the old version: relative to this program, whose next
    * cudaMalloc is the preloaded one (whether or not it links cudart statically) */

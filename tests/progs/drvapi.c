@@ -1,7 +1,7 @@
 /* The driver API reached the way statically linked cudart reaches it:
  * dlopen the driver, dlsym "cuGetProcAddress_v2", then ask it for every
  * entry point. Under the preload the memory entry points must be
- * cudalloc's, exactly those (not the older ABI, not cuMemAllocHost), and
+ * cudalloc's, exactly those (not the older ABI, not cuMemAllocManaged), and
  * everything else the driver's; dlsym on the driver's handle likewise.
  *
  *   drvapi [driver]   the driver library (default libcuda.so.1; the tests
@@ -57,8 +57,8 @@ static void resolution(void) {
   /* left alone: the 32-bit ABI of CUDA < 3.2, and a name that only begins alike */
   void *old = proc("cuMemAlloc", 3000, 0);
   CHECK(old == NULL || !served_by_cudalloc(old));
-  void *host = proc("cuMemAllocHost", 12000, 0), *ctx = proc("cuCtxGetCurrent", 12000, 0);
-  CHECK(host == NULL || !served_by_cudalloc(host));
+  void *managed = proc("cuMemAllocManaged", 12000, 0), *ctx = proc("cuCtxGetCurrent", 12000, 0);
+  CHECK(managed == NULL || !served_by_cudalloc(managed));
   CHECK(ctx == NULL || !served_by_cudalloc(ctx));
 }
 
@@ -87,7 +87,7 @@ static void direct(void *driver) {
   CHECK(dlsym(driver, "cuMemAlloc_v2") == mine("cuMemAlloc_v2"));
   CHECK(served_by_cudalloc(dlsym(driver, "cuMemAlloc_v2")));
   CHECK(dlsym(driver, "cuMemFreeAsync") == mine("cuMemFreeAsync"));
-  CHECK(!served_by_cudalloc(dlsym(driver, "cuMemAllocHost_v2")));
+  CHECK(!served_by_cudalloc(dlsym(driver, "cuMemAllocManaged")));
   CHECK(!served_by_cudalloc(dlsym(driver, "cuInit")));
   CHECK(dlsym(driver, "cuNoSuchEntryPoint") == NULL && dlerror() != NULL);
   PFN_cuGetProcAddress_v11030 v1 = (PFN_cuGetProcAddress_v11030)dlsym(driver, "cuGetProcAddress");

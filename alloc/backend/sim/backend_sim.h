@@ -4,8 +4,8 @@
  *
  * Settings come from the configuration (config.h): sim_devices,
  * sim_capacity_mb, sim_granularity_kb, sim_events, sim_lag_ops, sim_fail,
- * sim_fail_rate, sim_seed, sim_latency. They are read when the backend
- * starts. docs/reliability.md says what the device enforces, and why.
+ * sim_fail_rate, sim_seed, sim_latency, sim_pinned_mb. They are read when
+ * the backend starts. docs/reliability.md says what the device enforces, and why.
  *
  * Contexts: a thread has no current context until set_device, or until
  * get_device or ca_sim_thread_init binds device 0's (the runtime's implicit
@@ -158,6 +158,11 @@ int ca_sim_live_handles(int dev);
 size_t ca_sim_mapped_bytes(int dev);
 /* Bytes of address space in dev's live reservations. */
 size_t ca_sim_reserved_va(int dev);
+
+/* Pinned host bytes held (host_alloc, not yet host_free), and in how many
+ * allocations. */
+size_t ca_sim_pinned_used(void);
+size_t ca_sim_pinned_allocations(void);
 
 /* Tears the simulated devices down (every reservation, handle, stream and
  * event) so that the next init starts afresh from the configuration. */

@@ -37,6 +37,8 @@ static const CUresult injected_error[CA_OP_COUNT] = {
     [CA_OP_is_capturing] = CUDA_ERROR_INVALID_HANDLE,
     /* a transient answer, not "no such stream": the stream must not be forgotten */
     [CA_OP_stream_device] = CUDA_ERROR_INVALID_CONTEXT,
+    [CA_OP_host_alloc] = CUDA_ERROR_OUT_OF_MEMORY,
+    [CA_OP_host_free] = CUDA_ERROR_UNKNOWN,
 };
 
 CUresult ca_sim_injected_error(ca_backend_op_t op) {

@@ -5,6 +5,10 @@
  * other (streams.c), pending until S completes up to it, and while it is
  * pending the oracle knows that the device may still use those bytes.
  *
+ * Pinned host memory (host.c) is watched as device memory is: an async
+ * copy from or to it is a touch, and the pinned cache's hand-outs are
+ * checked too.
+ *
  * The oracle is asked at every block the allocator hands out
  * (check_handout) and at every map, unmap and release: a block handed out
  * for any stream (cudaMalloc, cuMemAlloc, pitch, 3D) may overlap no pending
@@ -130,9 +134,15 @@ static CUresult touch_locked(ca_stream_t stream, uintptr_t va, size_t n, bool wr
   CUresult rc = ca_sim_stream_resolve_locked(stream, &s, false);
   if (rc != CUDA_SUCCESS) return rc;
   if (n > UINTPTR_MAX - va) return ca_sim_violation(CUDA_ERROR_INVALID_VALUE);
-  /* outside every reservation: host memory, which no reuse can hit */
-  if (n == 0 || !ca_sim_device_range_locked(va, n, &mapped)) return CUDA_SUCCESS;
-  if (!mapped) return ca_sim_violation(CUDA_ERROR_ILLEGAL_ADDRESS); /* the kernel would fault */
+  if (n == 0) return CUDA_SUCCESS;
+  /* outside every reservation and every pinned allocation: pageable host
+   * memory, which no reuse by cudalloc can hit; pinned memory is watched
+   * like device memory (the pinned cache hands it out again) */
+  if (!ca_sim_device_range_locked(va, n, &mapped)) {
+    if (!ca_sim_host_range_locked(va, n)) return CUDA_SUCCESS;
+  } else if (!mapped) {
+    return ca_sim_violation(CUDA_ERROR_ILLEGAL_ADDRESS); /* the kernel would fault */
+  }
   /* complete at once, or captured into a graph rather than run */
   if (ca_sim.event_mode == CA_SIM_EVENTS_AUTO || s->capturing) return CUDA_SUCCESS;
   sim_touch_t *t = touch_new(s, va, n, write, site);

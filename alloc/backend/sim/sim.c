@@ -160,6 +160,7 @@ static CUresult start_locked(const ca_backend_options_t *o) {
     }
   }
   ca_sim.no_vmm = o->no_vmm;
+  ca_sim_host_open_locked(o->pinned_capacity);
   STORE(&ca_sim.ndev, (int)ndev);
   STORE(&ca_sim.started, 1);
   return CUDA_SUCCESS;
@@ -191,6 +192,7 @@ static void teardown_locked(bool unmap) {
   if (ca_sim.started) {
     ca_sim_streams_teardown_locked();
     ca_sim_vm_teardown_locked(unmap);
+    ca_sim_host_teardown_locked(unmap);
   }
   forget_locked();
 }
@@ -240,7 +242,8 @@ static void arm_once(const ca_backend_options_t *o) {
 }
 
 static CUresult sim_init(const ca_backend_options_t *options) {
-  ca_backend_options_t defaults = {.devices = 1, .capacity = 1024ull << 20, .granularity = 2ull << 20, .seed = 1};
+  ca_backend_options_t defaults = {.devices = 1, .capacity = 1024ull << 20, .granularity = 2ull << 20, .seed = 1,
+                                   .pinned_capacity = 1024ull << 20};
   const ca_backend_options_t *o = options ? options : &defaults;
   arm_once(o);
   CUresult rc = ca_sim_enter(CA_OP_init);
@@ -382,6 +385,12 @@ static CUresult sim_stream_device(ca_stream_t stream, int *dev) {
   }
   SIM_LOCKED_CALL(stream_device, ca_sim_stream_device_locked(stream, dev));
 }
+static CUresult sim_host_alloc(int dev, size_t size, void **ptr) {
+  SIM_LOCKED_CALL(host_alloc, ca_sim_host_alloc_locked(dev, size, ptr));
+}
+static CUresult sim_host_free(void *ptr, size_t size) {
+  SIM_LOCKED_CALL(host_free, ca_sim_host_free_locked(ptr, size));
+}
 
 const ca_backend_t ca_backend_sim = {
     .name = "sim",
@@ -411,4 +420,6 @@ const ca_backend_t ca_backend_sim = {
     .is_capturing = sim_is_capturing,
     .stream_device = sim_stream_device,
     .check_handout = ca_sim_check_handout,
+    .host_alloc = sim_host_alloc,
+    .host_free = sim_host_free,
 };

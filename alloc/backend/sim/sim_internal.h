@@ -239,6 +239,15 @@ void ca_sim_oracle_release_locked(uint64_t handle);
 /* The table's check_handout (backend.h). */
 void ca_sim_check_handout(uintptr_t va, size_t size, ca_stream_t stream, bool stream_ordered, void *site);
 
+/* "host.c": pinned host memory */
+void ca_sim_host_open_locked(size_t capacity);
+void ca_sim_host_teardown_locked(bool unmap);
+CUresult ca_sim_host_alloc_locked(int dev, size_t size, void **ptr);
+CUresult ca_sim_host_free_locked(void *ptr, size_t size);
+/* true when [va, va+n) lies in one pinned allocation: a copy from or to it
+ * is device work on that host memory, which the oracle watches too. */
+bool ca_sim_host_range_locked(uintptr_t va, size_t n);
+
 /* "faults.c" */
 /* Counts a call of op, waits its latency, and returns the injected error
  * when this call is chosen to fail (else 0). */
