@@ -89,18 +89,33 @@ int main(int argc, char **argv) {
   cudalloc_pairs(2 * SEQ);   /* warm-up: the arena's chunks */
   cudalloc_pinned_stats_t before, after;
   cudalloc_get_pinned_stats(&before);
-  double ca = cudalloc_pairs(pairs);
-  cudalloc_get_pinned_stats(&after);
+  /* ROUNDS rounds, the three in a rotated order each round (the two CPUs
+   * of a shared machine run at different speeds: pin with taskset), and
+   * the medians of the per-round ratios. Uncached pinning is slow: it
+   * runs a twentieth of the pairs. */
+  enum { ROUNDS = 9 };
+  double ca[ROUNDS], pin[ROUNDS], je[ROUNDS], r_pin[ROUNDS], r_je[ROUNDS];
   size_t pin_n = pairs / 20 ? pairs / 20 : 1;
-  double pin = pin_pairs(pin_n), je = jemalloc_pairs(pairs);
-  printf("pinned alloc+free pair, sizes 4 KiB .. 4 MiB (log-uniform), window %d, %s\n", WINDOW,
-         cuda ? "CUDA" : "simulated device");
+  for (int r = 0; r < ROUNDS; r++) {
+    for (int k = 0; k < 3; k++) {
+      switch ((r + k) % 3) {
+      case 0: ca[r] = cudalloc_pairs(pairs); break;
+      case 1: pin[r] = pin_pairs(pin_n); break;
+      default: je[r] = jemalloc_pairs(pairs); break;
+      }
+    }
+    r_pin[r] = ca[r] / pin[r];
+    r_je[r] = ca[r] / je[r];
+  }
+  cudalloc_get_pinned_stats(&after);
+  printf("pinned alloc+free pair, sizes 4 KiB .. 4 MiB (log-uniform), window %d, %s; medians of %d rounds\n", WINDOW,
+         cuda ? "CUDA" : "simulated device", ROUNDS);
   printf("| %-36s | %12s |\n", "allocator", "ns per pair");
-  printf("| %-36s | %12.1f |\n", "cudalloc pinned cache", ca);
-  printf("| %-36s | %12.1f |\n", "mmap + touch + munmap (no cache)", pin);
-  printf("| %-36s | %12.1f |\n", "jemalloc mallocx/dallocx (pageable)", je);
-  printf("ratio cudalloc / uncached pinning = %.4f\n", ca / pin);
-  printf("ratio cudalloc / jemalloc = %.2f\n", ca / je);
+  printf("| %-36s | %12.1f |\n", "cudalloc pinned cache", bench_median(ca, ROUNDS));
+  printf("| %-36s | %12.1f |\n", "mmap + touch + munmap (no cache)", bench_median(pin, ROUNDS));
+  printf("| %-36s | %12.1f |\n", "jemalloc mallocx/dallocx (pageable)", bench_median(je, ROUNDS));
+  printf("median ratio cudalloc / uncached pinning = %.4f\n", bench_median(r_pin, ROUNDS));
+  printf("median ratio cudalloc / jemalloc = %.2f\n", bench_median(r_je, ROUNDS));
   printf("chunks pinned during the timed pairs: %" PRId64 "\n",
          after.pinned_backend_alloc.total - before.pinned_backend_alloc.total);
   cudalloc_shutdown();
