@@ -58,8 +58,15 @@ Test(report_signal, the_next_allocation_writes_the_reports_not_the_handler) {
 }
 
 /* The check above catches a handler that writes the reports itself: with
- * the test-only switch that makes it do so, the file is there at once. */
+ * the test-only switch that makes it do so, the file is there at once.
+ * Under ThreadSanitizer the planted handler is stopped by TSan itself
+ * ("signal-unsafe call inside of a signal": its malloc), which is a second
+ * witness: the TSan run of the test above shows the real handler makes no
+ * such call. */
 Test(report_signal, a_handler_that_writes_is_caught) {
+#if defined(__SANITIZE_THREAD__)
+  cr_skip_test("ThreadSanitizer itself ends a handler that allocates (the planted fault)");
+#endif
   char dir[64], conf[256], json[128], sink[64 * 1024];
   report_dir(dir, sizeof dir, conf, sizeof conf, "report_signal:SIGUSR2,quiet:true");
   snprintf(json, sizeof json, "%s/r-stats.json", dir);
