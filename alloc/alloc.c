@@ -10,6 +10,7 @@
  * and only then fails, with a report. */
 #include "blocks.h"
 #include "core.h"
+#include "demand.h"
 #include "device.h"
 #include "fence.h"
 #include "log.h"
@@ -92,6 +93,7 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_a
   if (!ptr) return CUDA_ERROR_INVALID_VALUE;
   CUresult rc = ca_init(NULL);
   if (rc) return rc;
+  ca_demand_poll();
   if (size == 0) {   /* as cudaMalloc: success, and a NULL that frees fine */
     *ptr = NULL;
     return CUDA_SUCCESS;
@@ -178,6 +180,7 @@ static CUresult bad_free(ca_device_t *d, uintptr_t p) {
 }
 
 static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
+  ca_demand_poll();
   if (!ptr) return CUDA_SUCCESS;
   if (exited()) return CUDA_SUCCESS;
   if (!ca_state.be) return CUDA_ERROR_NOT_FOUND;

@@ -140,7 +140,17 @@ void cudalloc_reset_peaks(void) {
   ca_pinned_reset_peaks();
 }
 
-void cudalloc_print_stats(FILE *f) { ca_stats_print(f ? f : stderr); }
+/* stderr gets the lines in one write, rank-tagged (log.h): other ranks'
+ * lines do not land inside the table. */
+void cudalloc_print_stats(FILE *f) {
+  if (f && f != stderr) {
+    ca_stats_print(f);
+    return;
+  }
+  ca_log_block_t b;
+  ca_stats_print(ca_log_block_begin(&b));
+  ca_log_block_end(&b);
+}
 
 void cudalloc_report(FILE *f) {
   if (!ca_ready()) return;
@@ -148,8 +158,11 @@ void cudalloc_report(FILE *f) {
     ca_report_write_files();
     return;
   }
-  ca_report_summary(f);
-  ca_report_leaks(f);
+  ca_log_block_t b;
+  FILE *out = f == stderr ? ca_log_block_begin(&b) : f;
+  ca_report_summary(out);
+  ca_report_leaks(out);
+  if (f == stderr) ca_log_block_end(&b);
 }
 
 // ----------------------------------------------------------------------------

@@ -9,10 +9,14 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "log.h"
+#include "rank.h"
 
 ca_config_t ca_config;
 
@@ -28,6 +32,7 @@ typedef enum {
   KEY_STRING,    /* a string of fewer than `size` characters */
   KEY_FAULTS,    /* <op>@<k>, repeatable: ca_backend_options_t's fail list */
   KEY_LATENCY,   /* <op>@<us>, repeatable: ca_backend_options_t's latency_us */
+  KEY_SIGNAL,    /* a signal a program may give cudalloc (name or number), into an int; 0 off */
 } key_kind_t;
 
 enum {
@@ -77,8 +82,13 @@ static const conf_key_t keys[] = {
    "frames kept with track:backtrace"},
   {"quiet", KEY_BOOL, FIELD(quiet), 0, 1, 0, 0, NULL,
    "no summary on stderr at exit"},
+  {"summary", KEY_CHOICE, FIELD(summary), 0, 0, 0, 0, "all|rank0",
+   "which processes of a job print the summary on stderr: every one, or rank 0 only (and a process with no rank)"},
   {"report", KEY_STRING, FIELD(report), 0, 0, 0, 0, NULL,
-   "path prefix of the report files (%p = pid, %r = rank); empty = none"},
+   "path prefix of the report files (%p = pid, %r = rank, %h = host name); empty = none"},
+  {"report_signal", KEY_SIGNAL, FIELD(report_signal), 0, 0, 0, 0, NULL,
+   "on this signal (SIGUSR1, SIGUSR2 or a real-time signal's number) the next allocator call prints the "
+   "statistics table and writes the report files; off = none"},
   {"pinned_cache_mb", KEY_BYTES, FIELD(pinned_cache), 0, 1 << 30, 1 << 20, 0, NULL,
    "free pinned host memory kept for reuse; whole free chunks beyond it are given back"},
   {"pinned_via", KEY_CHOICE, FIELD(sim.host_register), 0, 0, 0, 0, "alloc|register",
@@ -251,6 +261,10 @@ static void expected(const conf_key_t *k, char *buf, size_t cap) {
     if (k->flags & F_BACKEND) snprintf(buf, cap, "one of %s", k->choices);
     else snprintf(buf, cap, "a path of fewer than %zu characters", k->size);
     break;
+  case KEY_SIGNAL:
+    snprintf(buf, cap, "SIGUSR1, SIGUSR2, a number among %d, %d and %d to %d (real-time signals), or off", SIGUSR1,
+             SIGUSR2, SIGRTMIN, SIGRTMAX);
+    break;
   case KEY_FAULTS: case KEY_LATENCY:
     op_choices(ops, sizeof ops);
     snprintf(buf, cap, "<op>@<integer from %.0f to %.0f>%s, op one of %s", k->min, k->max,
@@ -312,6 +326,25 @@ static bool apply_string(const conf_key_t *k, char *field, view_t v) {
   return true;
 }
 
+/* Only signals whose default action a program would not miss: the user
+ * signals and the real-time ones (never SIGINT, SIGTERM, SIGSEGV...: the
+ * handler only sets a flag, so the process would no longer stop on them). */
+static bool signal_allowed(uint64_t n) {
+  return n == SIGUSR1 || n == SIGUSR2 || (n >= (uint64_t)SIGRTMIN && n <= (uint64_t)SIGRTMAX);
+}
+
+static bool apply_signal(int *field, view_t v) {
+  static const struct { const char *name; int sig; } names[] = {
+    {"off", 0}, {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+  };
+  uint64_t n;
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (view_eq(v, names[i].name)) return *field = names[i].sig, true;
+  if (!parse_u64(v, &n) || (n && !signal_allowed(n))) return false;
+  *field = (int)n;
+  return true;
+}
+
 static bool apply(ca_config_t *cfg, const conf_key_t *k, view_t v) {
   char *field = (char *)cfg + k->offset;
   uint64_t n;
@@ -336,6 +369,7 @@ static bool apply(ca_config_t *cfg, const conf_key_t *k, view_t v) {
   }
   case KEY_STRING: return apply_string(k, field, v);
   case KEY_FAULTS: case KEY_LATENCY: return apply_op_item(cfg, k, v);
+  case KEY_SIGNAL: return apply_signal((int *)field, v);
   }
   return false;
 }
@@ -469,17 +503,12 @@ int ca_config_parse(ca_config_t *cfg, const char *conf, FILE *out) {
   return problems;
 }
 
-const char *ca_getenv(const char *name) {
-  extern char **environ;
-  size_t n = strlen(name);
-  for (char **e = environ; e && *e; e++)
-    if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') return *e + n + 1;
-  return NULL;
-}
-
 int ca_config_load(const char *conf) {
   ca_config_defaults(&ca_config);
-  return ca_config_parse(&ca_config, conf ? conf : ca_getenv("CUDALLOC_CONF"), stderr);
+  ca_log_block_t b;   /* the warnings of one rank together, each line tagged */
+  int problems = ca_config_parse(&ca_config, conf ? conf : ca_getenv("CUDALLOC_CONF"), ca_log_block_begin(&b));
+  ca_log_block_end(&b);
+  return problems;
 }
 
 // ----------------------------------------------------------------------------
@@ -521,6 +550,13 @@ static void format_value(const ca_config_t *cfg, const conf_key_t *k, text_t *t,
   }
   case KEY_DOUBLE: put(t, "%.15g", *(const double *)field); break;   /* reads back as written */
   case KEY_STRING: put(t, "%s", field); break;
+  case KEY_SIGNAL: {
+    int sig = *(const int *)field;
+    if (sig == 0) put(t, "off");
+    else if (sig == SIGUSR1 || sig == SIGUSR2) put(t, "SIGUSR%d", sig == SIGUSR1 ? 1 : 2);
+    else put(t, "%d", sig);
+    break;
+  }
   case KEY_FAULTS:
     for (unsigned i = 0; i < cfg->sim.fail_count; i++)
       put(t, "%s%s@%llu", i ? each : "", ca_backend_op_name(cfg->sim.fail[i].op),
@@ -623,20 +659,28 @@ void ca_config_note_pytorch_env(FILE *out) {
 // Report paths
 // ----------------------------------------------------------------------------
 
-static const char *rank_string(void) {
-  const char *r = ca_getenv("RANK");
-  if (!r) r = ca_getenv("OMPI_COMM_WORLD_RANK");
-  return r ? r : "0";
+
+/* gethostname's answer, "unknown-host" when it has none; a '/' (which no
+ * host name has, but the call does not promise it) would name a folder. */
+static const char *host_name(char *buf, size_t cap) {
+  if (gethostname(buf, cap - 1) != 0 || !buf[0]) snprintf(buf, cap, "unknown-host");
+  buf[cap - 1] = 0;
+  for (char *c = buf; *c; c++)
+    if (*c == '/') *c = '_';
+  return buf;
 }
 
 /* Writes the expansion into out; false when it does not fit in cap bytes. */
 static bool expand(const char *tmpl, const char *suffix, char *out, size_t cap) {
   size_t n = 0;
-  char tmp[32];
+  char tmp[256];
+  ca_rank_t rank;
+  ca_rank_get(&rank);
   for (const char *t = tmpl; *t; t++) {
     const char *piece = NULL;
     if (t[0] == '%' && t[1] == 'p') snprintf(tmp, sizeof tmp, "%ld", (long)getpid()), piece = tmp;
-    else if (t[0] == '%' && t[1] == 'r') piece = rank_string();
+    else if (t[0] == '%' && t[1] == 'r') piece = rank.text ? rank.text : "0";
+    else if (t[0] == '%' && t[1] == 'h') piece = host_name(tmp, sizeof tmp);
     if (piece) {
       size_t len = strlen(piece);
       if (n + len >= cap) return false;

@@ -13,10 +13,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "backend.h"
+#include "env.h"   /* ca_getenv, for the callers of ca_config_load */
 
 /* What a synchronous free (cudaFree) promises; see docs/design.md. */
 typedef enum { CA_FREE_DEVICE, CA_FREE_STREAM } ca_free_mode_t;
 typedef enum { CA_TRACK_OFF, CA_TRACK_CALLER, CA_TRACK_BACKTRACE } ca_track_t;
+/* Which processes of a job print the summary on stderr. */
+typedef enum { CA_SUMMARY_ALL, CA_SUMMARY_RANK0 } ca_summary_t;
 
 #define CA_CONFIG_PATH_MAX 256
 #define CA_CONFIG_NAME_MAX 16
@@ -34,7 +37,9 @@ typedef struct ca_config_s {
   ca_track_t track;
   unsigned track_depth;         /* frames kept with track:backtrace */
   bool quiet;
-  char report[CA_CONFIG_PATH_MAX]; /* report path prefix, %p pid, %r rank; "" off */
+  ca_summary_t summary;         /* all, or rank 0 only */
+  char report[CA_CONFIG_PATH_MAX]; /* report path prefix, %p pid, %r rank, %h host; "" off */
+  int report_signal;            /* signal that asks for the reports; 0: none */
   uint64_t pinned_cache;        /* bytes of free pinned chunks kept */
   ca_backend_options_t sim;     /* the sim_* keys, handed to the backend's init */
 } ca_config_t;
@@ -53,10 +58,6 @@ int ca_config_parse(ca_config_t *cfg, const char *conf, FILE *out);
  * stderr. Returns the number of problems. */
 int ca_config_load(const char *conf);
 
-/* The value of an environment variable, read from environ directly so that
- * it works before libc has finished starting (under preload). */
-const char *ca_getenv(const char *name);
-
 /* Every key with its current value and description (CUDALLOC_CONF=help
  * prints it with the defaults). */
 void ca_config_print(const ca_config_t *cfg, FILE *out);
@@ -72,8 +73,9 @@ size_t ca_config_changed(const ca_config_t *cfg, char *buf, size_t cap);
  * CUDALLOC_CONF. */
 void ca_config_note_pytorch_env(FILE *out);
 
-/* Expands %p (pid) and %r (rank, from RANK or OMPI_COMM_WORLD_RANK) in a
- * report path template. Returns false when the result does not fit. */
+/* Expands %p (pid), %r (rank, rank.h's variables; "0" without one) and %h
+ * (host name) in a report path template. Returns false when the result
+ * does not fit. */
 bool ca_config_expand_path(const char *tmpl, const char *suffix, char *out, size_t cap);
 
 #endif /* CUDALLOC_CONFIG_H */

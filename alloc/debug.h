@@ -16,6 +16,7 @@ typedef struct ca_debug_s {
   bool shared_per_thread;       /* one queue for every thread's per-thread stream */
   bool pinned_merge_across;     /* the pinned arena merges extents of two chunks */
   bool pinned_ignore_copies;    /* freed pinned blocks ignore async copies in flight */
+  bool report_in_handler;       /* report_signal's handler writes the reports itself */
 } ca_debug_t;
 extern ca_debug_t ca_debug;
 #define CA_DEBUG(sw) (ca_debug.sw)

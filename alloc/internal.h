@@ -10,7 +10,10 @@
  * include that goes sideways or upwards (a cycle needs one).
  *
  * include-order:
- *   log config jemalloc_private
+ *   env
+ *   rank
+ *   log
+ *   config jemalloc_private
  *   debug
  *   types
  *   bins ptrmap track streams peers
@@ -23,10 +26,13 @@
  *   pinned
  *   stats check
  *   report
+ *   demand
  *   alloc api lifecycle
  *   internal
  * end-include-order
  *
+ *   env        environment variables before libc   rank    which process of a job this is
+ *   log        stderr lines, rank-tagged           config  CUDALLOC_CONF
  *   types      structures, constants, ca_stat_add and CA_CALL
  *   bins       free blocks by size (TLSF)          ptrmap  live blocks by address
  *   track      call sites                          blocks  block structs, set free, coalesce
@@ -39,6 +45,7 @@
  *   pinned     pinned host memory (cudaHostAlloc): blocks, copies in flight
  *   jemalloc_private  the private jemalloc's API (ca_je_*)
  *   check      cudalloc_check                      report  exit, leak and OOM reports
+ *   demand     reports on a signal, written by the next allocator call
  *   alloc, api, lifecycle: the entry points (include/core.h, include/cudalloc.h)
  *
  * This header includes them all, for the test suites; no core file
@@ -51,7 +58,9 @@
 #include "bins.h"
 #include "blocks.h"
 #include "check.h"
+#include "demand.h"
 #include "device.h"
+#include "env.h"
 #include "fence.h"
 #include "lifecycle.h"
 #include "pages.h"
@@ -60,6 +69,7 @@
 #include "pinned_chunks.h"
 #include "pool.h"
 #include "ptrmap.h"
+#include "rank.h"
 #include "report.h"
 #include "segments.h"
 #include "stats.h"

@@ -4,12 +4,14 @@
 #include <string.h>
 
 #include "core.h"
+#include "demand.h"
 #include "device.h"
 #include "fence.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "peers.h"
 #include "pinned.h"
+#include "rank.h"
 #include "report.h"
 #include "streams.h"
 #include "track.h"
@@ -39,7 +41,9 @@ static void load_config_locked(const char *conf) {
 static pthread_once_t first_start_once = PTHREAD_ONCE_INIT;
 static void first_start(void) {
   atexit(ca_exit);
-  ca_config_note_pytorch_env(stderr);
+  ca_log_block_t b;
+  ca_config_note_pytorch_env(ca_log_block_begin(&b));
+  ca_log_block_end(&b);
 }
 
 static CUresult start(const char *conf) {
@@ -54,6 +58,8 @@ static CUresult start(const char *conf) {
   ca_state.ndevices = n > CA_MAX_DEVICES ? CA_MAX_DEVICES : n;
   ca_state.be = be;
   pthread_once(&first_start_once, first_start);
+  ca_report_check_job();
+  ca_demand_arm(ca_config.report_signal);
   return CUDA_SUCCESS;
 }
 
@@ -118,6 +124,7 @@ void cudalloc_shutdown(void) {
     drop_devices(true);
     ca_state.be->shutdown();
   }
+  ca_demand_arm(0);
   ca_track_forget();
   ca_streams_forget(false);
   config_loaded = false;
@@ -154,7 +161,11 @@ void ca_exit(void) {
   /* The program's own output first: stdout into a pipe is fully buffered,
    * and exit() would flush it only after this handler has run. */
   fflush(NULL);
-  if (!ca_config.quiet) ca_report_summary(stderr);
+  if (!ca_config.quiet && (ca_config.summary == CA_SUMMARY_ALL || ca_rank_is_first())) {
+    ca_log_block_t b;   /* one write: the summaries of a job's ranks do not interleave */
+    ca_report_summary(ca_log_block_begin(&b));
+    ca_log_block_end(&b);
+  }
   ca_report_write_files();
   /* From here on the driver may be gone: no further device call. */
   __atomic_store_n(&ca_state.exited, true, __ATOMIC_RELEASE);

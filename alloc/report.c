@@ -7,10 +7,12 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "device.h"
 #include "log.h"
 #include "pinned.h"
+#include "rank.h"
 #include "stats.h"
 #include "track.h"
 
@@ -114,9 +116,12 @@ void ca_report_shutdown(void) {
   ca_each_device(count_live, &live);
   if (live && !ca_config.quiet) {
     fflush(NULL);   /* after what the program wrote so far, as at exit */
-    fprintf(stderr, "cudalloc: cudalloc_shutdown: %zu live block%s, reported as leaks (not freed)\n", live,
+    ca_log_block_t b;
+    FILE *f = ca_log_block_begin(&b);
+    fprintf(f, "cudalloc: cudalloc_shutdown: %zu live block%s, reported as leaks (not freed)\n", live,
             live == 1 ? "" : "s");
-    ca_each_device(leaks_if_live, stderr);
+    ca_each_device(leaks_if_live, f);
+    ca_log_block_end(&b);
   }
   ca_report_write_files();
 }
@@ -314,6 +319,27 @@ static void json_pinned(FILE *f) {
   fprintf(f, "]}");
 }
 
+/* Which process of which job wrote the report, for a tool that reads the
+ * reports of every rank (bench/ranks/): "rank" and "world_size" are null
+ * when no launcher variable says. */
+static void json_job(FILE *f) {
+  ca_rank_t r;
+  ca_rank_get(&r);
+  char host[256];
+  if (!ca_config_expand_path("%h", "", host, sizeof host)) host[0] = 0;
+  json_safe(host);
+  fprintf(f, "  \"job\": {\"rank\": ");
+  if (r.text) fprintf(f, "%ld", r.rank);
+  else fprintf(f, "null");
+  fprintf(f, ", \"rank_variable\": ");
+  if (r.var) fprintf(f, "\"%s\"", r.var);
+  else fprintf(f, "null");
+  fprintf(f, ", \"world_size\": ");
+  if (r.world) fprintf(f, "%ld", r.world);
+  else fprintf(f, "null");
+  fprintf(f, ", \"pid\": %ld, \"host\": \"%s\"},\n", (long)getpid(), host);
+}
+
 static FILE *open_report(const char *suffix, char *path, size_t cap) {
   if (!ca_config_expand_path(ca_config.report, suffix, path, cap)) {
     ca_log("report path '%s%s' is too long; report not written", ca_config.report, suffix);
@@ -339,12 +365,34 @@ void ca_report_write_files(void) {
     ca_config_changed(&ca_config, changed, sizeof changed);
     json_safe(changed);
     fprintf(f, "{\n  \"schema\": \"" CA_STATS_SCHEMA "\",\n  \"version\": \"" CA_VERSION_FMT "\",\n"
-               "  \"backend\": \"%s\",\n  \"config\": \"%s\",\n  \"devices\": [",
+               "  \"backend\": \"%s\",\n  \"config\": \"%s\",\n",
             CA_VERSION_ARGS, ca_state.be->name, changed);
+    json_job(f);
+    fprintf(f, "  \"devices\": [");
     ca_each_device(json_of, &j);
     fprintf(f, "\n  ]");
     json_pinned(f);
     fprintf(f, "\n}\n");
     fclose(f);
   }
+}
+
+// ----------------------------------------------------------------------------
+// Many processes, one job
+// ----------------------------------------------------------------------------
+
+void ca_report_check_job(void) {
+  ca_rank_t r;
+  ca_rank_get(&r);
+  if (r.bad) ca_log("%s='%s' is not a number: this process's rank is not read from it", r.bad, ca_getenv(r.bad));
+  const char *t = ca_config.report;
+  if (!r.several || !t[0] || strstr(t, "%r") || strstr(t, "%p")) return;
+  if (r.world > 1)
+    ca_log("report path '%s' names the same files in each of the %ld processes of this job (%s): they would "
+           "overwrite each other; add %%r (rank) or %%p (pid) to it",
+           t, r.world, r.var ? r.var : "no rank variable");
+  else
+    ca_log("report path '%s' names the same files in every process of this job (%s is set): they would "
+           "overwrite each other; add %%r (rank) or %%p (pid) to it",
+           t, r.var);
 }

@@ -16,5 +16,9 @@ void ca_report_oom(ca_device_t *d, size_t size);
 void ca_report_write_files(void);
 /* At cudalloc_shutdown: live blocks as leaks on stderr, and the report files. */
 void ca_report_shutdown(void);
+/* At start: one warning when the processes of a job would write the same
+ * report files (the `report` path has neither %r nor %p), and one for a
+ * launcher variable that is not a number. */
+void ca_report_check_job(void);
 
 #endif /* CUDALLOC_REPORT_H */

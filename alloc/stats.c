@@ -50,13 +50,28 @@ static void print_count(FILE *f, const char *label, const cudalloc_stat_t *s) {
   fprintf(f, "| %-22s | %12" PRId64 " | %12" PRId64 " | %14" PRId64 " |\n", label, s->current, s->peak, s->total);
 }
 
+/* One pool's blocks by state, now (the counters above are per device). */
+static void print_pool(FILE *f, const ca_pool_t *pool, size_t page) {
+  int64_t bytes[3] = {0, 0, 0}, mapped = 0, segments = 0;   /* by ca_block_state_t */
+  for (const ca_segment_t *seg = pool->segments; seg; seg = seg->next) {
+    segments++;
+    mapped += seg->classic ? (int64_t)seg->size : (int64_t)(seg->mapped_pages * page);
+    for (const ca_block_t *b = seg->first; b; b = b->next)
+      if (b->state != CA_FREE || b->kind == CA_MAPPED) bytes[b->state] += (int64_t)b->size;
+  }
+  char l[32], pe[32], fr[32], m[32];
+  fprintf(f, "| %-6s | %8" PRId64 " | %10s | %10s | %10s | %10s |\n", pool->id == CA_POOL_SMALL ? "small" : "large",
+          segments, human(bytes[CA_LIVE], l, sizeof l), human(bytes[CA_PENDING], pe, sizeof pe),
+          human(bytes[CA_FREE], fr, sizeof fr), human(mapped, m, sizeof m));
+}
+
 static void print_device(FILE *f, ca_device_t *d, const cudalloc_stats_t *s) {
   const char *rule = "|========================================================================|\n";
   const char *line = "|------------------------------------------------------------------------|\n";
   char a[32];
   fputs(rule, f);
   fprintf(f, "| cudalloc memory summary, device %d: %-36.36s|\n", d->ordinal, d->props.name);
-  fprintf(f, "| mode: %-20s  fragmentation (1 - peak alloc/peak reserved): %5.3f |\n",
+  fprintf(f, "| %-19s | fragmentation %5.3f (1-peak alloc/peak reserved) |\n",
           ca_config.expandable_segments ? "expandable segments" : "classic segments", s->fragmentation);
   fputs(line, f);
   fprintf(f, "| %-22s | %12s | %12s | %14s |\n", "Metric", "Current", "Peak", "Total");
@@ -68,6 +83,11 @@ static void print_device(FILE *f, ca_device_t *d, const cudalloc_stats_t *s) {
 #define CA_PRINT_COUNT(name, doc) print_count(f, #name, &s->name);
   CUDALLOC_STAT_COUNTS(CA_PRINT_COUNT)
 #undef CA_PRINT_COUNT
+  fputs(line, f);
+  fprintf(f, "| %-6s | %8s | %10s | %10s | %10s | %10s |\n", "Pool", "segments", "live", "pending", "free",
+          "mapped");
+  fputs(line, f);
+  for (int p = 0; p < CA_POOL_COUNT; p++) print_pool(f, &d->pools[p], d->page);
   fputs(line, f);
   fprintf(f, "| largest free block: %-51s|\n", human((int64_t)s->largest_free_bytes, a, sizeof a));
   fputs(rule, f);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure the test dependencies are there: Criterion (the test framework),
 # jemalloc and mimalloc (the benchmarks' references), elfutils' libdw (call
-# sites by function, file and line) and pkg-config (the install check).
+# sites by function, file and line), pkg-config (the install check) and
+# python3 (bench/ranks/ranks_table.py and the ctypes example of reports.md).
 # Installs them with apt-get when they are missing and this user may;
 # otherwise says what to install.
 set -u
@@ -11,6 +12,7 @@ need=()
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 [ -f /usr/include/elfutils/libdw.h ] || need+=(libdw-dev)
 [ -f /usr/include/mimalloc.h ] || need+=(libmimalloc-dev)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
 [ ${#need[@]} -eq 0 ] && exit 0
 SUDO=
 [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO=sudo
