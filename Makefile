@@ -6,6 +6,7 @@
 #   make test-asan  the same suite under AddressSanitizer + UBSan (build/asan)
 #   make test-tsan  the same suite under ThreadSanitizer (build/tsan)
 #   make bench      benchmarks that print figures (bench/)
+#   make whatif     the shared PyTorch snapshots replayed with cudalloc-replay (docs/whatif.md)
 
 CUDA_HOME ?= /usr/local/cuda
 NVCC ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
@@ -22,6 +23,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 LIBDIR ?= $(PREFIX)/lib
 INCLUDEDIR ?= $(PREFIX)/include
+BINDIR ?= $(PREFIX)/bin
 
 VERSION := $(shell sed -n 's/^\#define CUDALLOC_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)$$/\2/p' alloc/include/cudalloc.h | paste -sd.)
 SOVERSION := $(firstword $(subst ., ,$(VERSION)))
@@ -154,7 +156,8 @@ $(PCFILE_UNINSTALLED): Makefile alloc/include/cudalloc.h
 	$(call pc_file,$(abspath $(BUILD)),$${prefix},$${prefix}/include)
 
 install: lib
-	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR)
+	install -d $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(BINDIR)
+	install -m 755 $(REPLAY) $(DESTDIR)$(BINDIR)/
 	install -m 755 $(LIB_SO_REAL) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(notdir $(LIB_SO_REAL)) $(DESTDIR)$(LIBDIR)/$(LIB_SO_NAME)
 	ln -sf $(LIB_SO_NAME) $(DESTDIR)$(LIBDIR)/libcudalloc.so
@@ -165,13 +168,14 @@ install: lib
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/$(notdir $(LIB_SO_REAL)) $(DESTDIR)$(LIBDIR)/$(LIB_SO_NAME) \
 	  $(DESTDIR)$(LIBDIR)/libcudalloc.so $(DESTDIR)$(LIBDIR)/libcudalloc.a \
-	  $(DESTDIR)$(INCLUDEDIR)/cudalloc.h $(DESTDIR)$(LIBDIR)/pkgconfig/cudalloc.pc
+	  $(DESTDIR)$(INCLUDEDIR)/cudalloc.h $(DESTDIR)$(LIBDIR)/pkgconfig/cudalloc.pc $(DESTDIR)$(BINDIR)/cudalloc-replay
 
 # Fragments owned by their directories: extra shim targets, the workload and kernels, the benchmarks.
 include shim/shim.mk
 include kernels/kernels.mk
 include bench/bench.mk
 include bench/gpu/gpu.mk
+include bench/replay/replay.mk
 include tests/fuzz/fuzz.mk
 
 # --- tests -------------------------------------------------------------------
@@ -183,10 +187,10 @@ PROGS := $(PROG_SRCS:tests/progs/%.c=$(BUILD)/progs/%)
 # Test binaries link the test build of the core statically (no interposition
 # inside the test process); the preload tests run separate programs from
 # tests/progs/.
-TEST_INC := -Itests -Ikernels $(INC_CORE) -Ialloc/backend/sim -Ishim
+TEST_INC := -Itests -Ikernels $(INC_CORE) -Ialloc/backend/sim -Ishim -Ibench/replay
 $(BUILD)/tests/%: tests/%.c $(LIB_TEST_A) $(KERNEL_LIB) $(wildcard tests/*.h) $(TEST_EXTRA)
 	@mkdir -p $(@D)
-	$(CC) $(LIB_CFLAGS) -DCA_TESTING $(TEST_INC) $< $(TEST_EXTRA) -o $@ $(LIB_TEST_A) $(KERNEL_LIB) $(SANFLAGS) -lcriterion $(LIBS)
+	$(CC) $(LIB_CFLAGS) -DCA_TESTING $(TEST_INC) $< $(TEST_EXTRA) -o $@ $(TEST_LIBS) $(LIB_TEST_A) $(KERNEL_LIB) $(SANFLAGS) -lcriterion $(LIBS)
 
 $(BUILD)/progs/%: tests/progs/%.c $(wildcard tests/progs/*.h) $(HEADER)
 	@mkdir -p $(@D)
