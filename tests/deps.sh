@@ -2,7 +2,8 @@
 # Makes sure the test dependencies are there: Criterion (the test framework),
 # jemalloc and mimalloc (the benchmarks' references), elfutils' libdw (call
 # sites by function, file and line), pkg-config (the install check) and
-# python3 (bench/ranks/ranks_table.py and the ctypes example of reports.md).
+# python3 (bench/ranks/ranks_table.py, the ctypes example of reports.md, and the
+# replay tests' independent reading of PyTorch snapshots).
 # Installs them with apt-get when they are missing and this user may;
 # otherwise says what to install.
 set -u

@@ -55,6 +55,11 @@ grep -q 'SONAME.*\[libcudalloc\.so\.0\]' "$tmp/dyn" || fail "soname is not libcu
 [ -e "$lib/libcudalloc.so.0" ] || fail "libcudalloc.so.0 does not lead to the library"
 grep -qx 'prefix=/usr' "$lib/pkgconfig/cudalloc.pc" || fail "the installed cudalloc.pc does not name prefix /usr"
 
+# The replay tool, installed beside the library, runs from there on a fixture.
+"$dest/usr/bin/cudalloc-replay" --no-bisect tests/replay/tiny_snapshot.pickle >"$tmp/replay" 2>&1 ||
+  fail "the installed cudalloc-replay: $(cat "$tmp/replay")"
+grep -q '^device 1: 4 events' "$tmp/replay" || fail "the installed cudalloc-replay printed: $(cat "$tmp/replay")"
+
 # pkg-config reads only the DESTDIR tree, and --define-prefix points
 # ${prefix} there (the .pc itself names /usr, where a package installs it).
 pc() { PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR="$lib/pkgconfig" pkg-config --define-prefix "$@" cudalloc; }
@@ -83,4 +88,4 @@ left=$(find "$dest" ! -type d)
 [ -z "$left" ] || fail "make uninstall left: $left"
 # The build tree's cudalloc.pc back to the prefix of a plain make.
 step "restore the build tree's cudalloc.pc" make --no-print-directory -s BUILD="$BUILD" "$BUILD/cudalloc.pc"
-echo "install check: ok (install, pkg-config shared and --static, uninstalled .pc, uninstall)"
+echo "install check: ok (install, cudalloc-replay, pkg-config shared and --static, uninstalled .pc, uninstall)"
