@@ -142,6 +142,29 @@ static ca_check_code_t check_stats(ca_device_t *d, const tally_t *t) {
   return CA_CHECK_OK;
 }
 
+/* Every page of every chunk is mapped or in the page cache: the chunks'
+ * pages add up to the mapped pages and the cache, their cached counts to
+ * the cache, and every cached page names a piece its chunk has. */
+static ca_check_code_t check_chunks(const ca_device_t *d) {
+  size_t pages = 0, cached = 0, mapped = 0;
+  for (const ca_chunk_t *c = d->chunks; c; c = c->next) {
+    if (c->cached > c->pages) FAIL(CA_CHECK_CHUNKS, "check: a chunk of %zu pages has %zu cached", c->pages, c->cached);
+    pages += c->pages;
+    cached += c->cached;
+  }
+  for (size_t i = 0; i < d->page_cache_count; i++)
+    if (d->page_cache[i].index >= d->page_cache[i].chunk->pages)
+      FAIL(CA_CHECK_CHUNKS, "check: cached page %zu of a chunk of %zu pages", d->page_cache[i].index,
+           d->page_cache[i].chunk->pages);
+  for (int p = 0; p < CA_POOL_COUNT; p++)
+    for (const ca_segment_t *seg = d->pools[p].segments; seg; seg = seg->next)
+      if (!seg->classic) mapped += seg->mapped_pages;
+  if (cached != d->page_cache_count || pages != mapped + cached)
+    FAIL(CA_CHECK_CHUNKS, "check: chunks hold %zu pages (%zu cached), segments map %zu and the cache has %zu", pages,
+         cached, mapped, d->page_cache_count);
+  return CA_CHECK_OK;
+}
+
 ca_check_code_t ca_check_device(ca_device_t *d) {
   tally_t t = {0};
   for (int p = 0; p < CA_POOL_COUNT; p++)
@@ -151,5 +174,6 @@ ca_check_code_t ca_check_device(ca_device_t *d) {
       if (rc) return rc;
     }
   ca_check_code_t rc = check_queues(d, &t);
-  return rc ? rc : check_stats(d, &t);
+  if (!rc) rc = check_stats(d, &t);
+  return rc ? rc : check_chunks(d);
 }

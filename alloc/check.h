@@ -18,6 +18,7 @@ typedef enum {
   CA_CHECK_LIVE_MAP,        /* the live-pointer map disagrees with the blocks */
   CA_CHECK_QUEUE,           /* a pending block is not where its queue says */
   CA_CHECK_STATS,           /* statistics do not add up */
+  CA_CHECK_CHUNKS,          /* a chunk's pages are not each mapped or cached (pages.c) */
   CA_CHECK_CODES            /* how many codes there are */
 } ca_check_code_t;
 

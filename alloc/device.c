@@ -167,16 +167,6 @@ void ca_each_device(void (*fn)(ca_device_t *, void *), void *arg) {
   }
 }
 
-static void free_page_cache(ca_device_t *d, bool call_backend) {
-  size_t lost = 0;
-  for (size_t i = 0; call_backend && i < d->page_cache_count; i++)
-    if (CA_CALL_TRYING(d, backend_release, ca_state.be->release(d->page_cache[i]))) lost++;
-  if (lost) ca_log("device %d: the driver kept refusing to release %zu pages; they are lost", d->ordinal, lost);
-  free(d->page_cache);
-  d->page_cache = NULL;
-  d->page_cache_count = d->page_cache_cap = 0;
-}
-
 /* Forgets every block and segment of d; with call_backend, gives the
  * device memory back first. Statistics of live memory restart from zero. */
 void ca_device_teardown(ca_device_t *d, bool call_backend) {
@@ -187,7 +177,7 @@ void ca_device_teardown(ca_device_t *d, bool call_backend) {
     ca_segment_t *next;
     for (ca_segment_t *seg = pool->segments; seg; seg = next) {
       next = seg->next;
-      if (seg->handles) ca_region_teardown(d, seg, call_backend);
+      if (seg->pages) ca_region_teardown(d, seg, call_backend);
       ca_segment_teardown(d, seg, call_backend);
     }
     pool->segments = NULL;
@@ -195,7 +185,7 @@ void ca_device_teardown(ca_device_t *d, bool call_backend) {
     ca_bins_init(&pool->holes);
   }
   ca_classic_teardown_leftovers(d, call_backend);
-  free_page_cache(d, call_backend);
+  ca_pages_teardown(d, call_backend);
   if (call_backend && d->va_size &&
       CA_CALL_TRYING(d, backend_va_free, ca_state.be->va_free(d->va_base, d->va_size)))
     ca_log("device %d: the driver kept refusing to free the address reservation", d->ordinal);

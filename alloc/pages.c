@@ -1,10 +1,18 @@
 /* Physical pages of expandable segments.
  *
- * Each page of a region is backed by its own physical handle, so that a
- * page can be unmapped from a free hole and mapped again wherever memory is
- * needed, without creating anything: creating a handle costs ~100 times a
- * map. Unmapped handles wait in the device's page cache. Pages are mapped
- * one handle at a time but access is granted once per contiguous run. */
+ * Physical memory comes in chunks (types.h): one handle created for a whole
+ * run of pages, sized to what the allocation needs, so that a 1 GiB block
+ * costs one create, not 512. Each page of a chunk is mapped on its own, so
+ * that it can be unmapped from a free hole and mapped again wherever memory
+ * is needed, without creating anything: creating a handle costs ~100 times
+ * a map. Unmapped pages wait in the device's page cache. Access is granted
+ * once per contiguous run.
+ *
+ * Growth creates new pages while memory is not short, and moves pages out
+ * of free holes first only when it is (the device's limit is near, or
+ * reserved memory would pass active memory by more than CA_PAGE_SLACK):
+ * so the allocation path unmaps nothing while there is room, and reserved
+ * memory stays within a few percent of what blocks hold. */
 #include "pages.h"
 
 #include <stdlib.h>
@@ -34,16 +42,27 @@ static void set_mapped(ca_segment_t *seg, size_t i, bool on) {
   seg->mapped_pages += on ? 1 : (size_t)-1;
 }
 
+static void cache_put(ca_device_t *d, ca_page_t pg) {
+  d->page_cache[d->page_cache_count++] = pg;
+  pg.chunk->cached++;
+}
+
+static ca_page_t cache_take(ca_device_t *d) {
+  ca_page_t pg = d->page_cache[--d->page_cache_count];
+  pg.chunk->cached--;
+  return pg;
+}
+
 CUresult ca_region_init(ca_segment_t *seg, ca_pool_t *pool, uintptr_t base, size_t size) {
   ca_device_t *d = pool->dev;
   seg->pool = pool;
   seg->base = base;
   seg->size = size;
   seg->npages = size / d->page;
-  seg->handles = calloc(seg->npages, sizeof *seg->handles);
+  seg->pages = calloc(seg->npages, sizeof *seg->pages);
   seg->mapped = calloc((seg->npages + 63) / 64, sizeof *seg->mapped);
   ca_block_t *hole = ca_block_new(d);
-  if (!seg->handles || !seg->mapped || !hole) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!seg->pages || !seg->mapped || !hole) return CUDA_ERROR_OUT_OF_MEMORY;
   hole->addr = base;
   hole->size = size;
   hole->seg = seg;
@@ -64,7 +83,7 @@ static CUresult unmap_runs(ca_device_t *d, ca_segment_t *seg, size_t from, size_
     if (rc) { worst = rc; i = j; continue; }
     for (size_t k = i; k < j; k++) {
       set_mapped(seg, k, false);
-      d->page_cache[d->page_cache_count++] = seg->handles[k];
+      cache_put(d, seg->pages[k]);
     }
     ca_stat_add(&d->stats.mapped_bytes, -(int64_t)((j - i) * d->page));
     i = j;
@@ -72,13 +91,52 @@ static CUresult unmap_runs(ca_device_t *d, ca_segment_t *seg, size_t from, size_
   return worst;
 }
 
-static void release_cache(ca_device_t *d, size_t keep) {
-  while (d->page_cache_count > keep) {
-    ca_phys_t h = d->page_cache[d->page_cache_count - 1];
-    if (CA_CALL(d, backend_release, ca_state.be->release(h))) break;
-    d->page_cache_count--;
-    ca_stat_add(&d->stats.reserved_bytes, -(int64_t)d->page);
+/* Releases every chunk whose pages are all in the page cache, and takes
+ * its pages out of the cache. A chunk the driver will not release stays,
+ * whole, for later. */
+static void release_cache(ca_device_t *d) {
+  bool any = false;
+  for (ca_chunk_t **link = &d->chunks, *c; (c = *link);) {
+    if (c->cached != c->pages || CA_CALL(d, backend_release, ca_state.be->release(c->handle))) {
+      link = &c->next;
+      continue;
+    }
+    ca_stat_add(&d->stats.reserved_bytes, -(int64_t)(c->pages * d->page));
+    c->pages = 0;   /* released: its cache entries go below */
+    any = true;
+    link = &c->next;
   }
+  if (!any) return;
+  size_t kept = 0;
+  for (size_t i = 0; i < d->page_cache_count; i++)
+    if (d->page_cache[i].chunk->pages) d->page_cache[kept++] = d->page_cache[i];
+  d->page_cache_count = kept;
+  for (ca_chunk_t **link = &d->chunks, *c; (c = *link);) {
+    if (c->pages) {
+      link = &c->next;
+      continue;
+    }
+    *link = c->next;
+    free(c);
+  }
+}
+
+void ca_pages_teardown(ca_device_t *d, bool call_backend) {
+  /* After the regions' teardown every page that could be unmapped is in
+   * the cache; a chunk with a page the driver kept mapped is lost. */
+  size_t lost = 0;
+  for (ca_chunk_t *c = d->chunks, *next; c; c = next) {
+    next = c->next;
+    if (call_backend && (c->cached != c->pages ||
+                         CA_CALL_TRYING(d, backend_release, ca_state.be->release(c->handle))))
+      lost += c->pages;
+    free(c);
+  }
+  if (lost) ca_log("device %d: the driver kept refusing to release %zu pages; they are lost", d->ordinal, lost);
+  d->chunks = NULL;
+  free(d->page_cache);
+  d->page_cache = NULL;
+  d->page_cache_count = d->page_cache_cap = 0;
 }
 
 void ca_region_teardown(ca_device_t *d, ca_segment_t *seg, bool call_backend) {
@@ -96,33 +154,57 @@ void ca_region_teardown(ca_device_t *d, ca_segment_t *seg, bool call_backend) {
     free(b);
   }
   seg->first = NULL;
-  free(seg->handles);
+  free(seg->pages);
   free(seg->mapped);
-  seg->handles = NULL;
+  seg->pages = NULL;
   seg->mapped = NULL;
 }
 
-/* One new handle, within the device's limit. */
-static CUresult create_page(ca_device_t *d, ca_phys_t *h) {
-  if ((size_t)d->stats.reserved_bytes.current + d->page > d->limit) return CUDA_ERROR_OUT_OF_MEMORY;
-  CUresult rc = CA_CALL(d, backend_create, ca_state.be->create(d->ordinal, d->page, h));
-  if (rc == CUDA_SUCCESS) ca_stat_add(&d->stats.reserved_bytes, (int64_t)d->page);
-  return rc;
+/* One new chunk of n pages, within the device's limit, its pages cached
+ * (pushed last-first, so that a run maps them in order). */
+static CUresult create_chunk(ca_device_t *d, size_t n) {
+  if ((size_t)d->stats.reserved_bytes.current + n * d->page > d->limit) return CUDA_ERROR_OUT_OF_MEMORY;
+  ca_chunk_t *c = calloc(1, sizeof *c);
+  if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+  CUresult rc = CA_CALL(d, backend_create, ca_state.be->create(d->ordinal, n * d->page, &c->handle));
+  if (rc) {
+    free(c);
+    return rc;
+  }
+  ca_stat_add(&d->stats.reserved_bytes, (int64_t)(n * d->page));
+  c->pages = n;
+  c->next = d->chunks;
+  d->chunks = c;
+  for (size_t i = n; i-- > 0;) cache_put(d, (ca_page_t){c, i});
+  return CUDA_SUCCESS;
 }
 
-/* Fills the page cache up to n handles: stolen pages first, new ones last. */
+/* Short of memory: n more pages would pass the device's limit, or leave
+ * reserved memory more than CA_PAGE_SLACK above the bytes that blocks hold
+ * once these pages hold one too. */
+static bool short_of_memory(const ca_device_t *d, size_t n) {
+  size_t add = n * d->page, reserved = (size_t)d->stats.reserved_bytes.current + add;
+  double held = (double)d->stats.active_bytes.current + (double)add;
+  return reserved > d->limit || (double)reserved > held * (1.0 + CA_PAGE_SLACK) + (double)d->page;
+}
+
+static void move_pages(ca_device_t *d, size_t n) {
+  size_t moved = ca_steal_pages(d, n * d->page);
+  ca_stat_add(&d->stats.num_page_moves, (int64_t)(moved / d->page));
+}
+
+/* Fills the page cache up to n pages: new ones while memory is not short
+ * (one chunk for all that are missing), else pages moved out of free holes
+ * first; when a create fails, moved pages, then new ones again. */
 static CUresult gather_pages(ca_device_t *d, size_t n) {
-  if (d->page_cache_count < n) {
-    size_t moved = ca_steal_pages(d, (n - d->page_cache_count) * d->page);
-    ca_stat_add(&d->stats.num_page_moves, (int64_t)(moved / d->page));
-  }
-  while (d->page_cache_count < n) {
-    ca_phys_t h;
-    CUresult rc = create_page(d, &h);
-    if (rc) return rc;
-    d->page_cache[d->page_cache_count++] = h;
-  }
-  return CUDA_SUCCESS;
+  if (d->page_cache_count >= n) return CUDA_SUCCESS;
+  bool moved = short_of_memory(d, n - d->page_cache_count);
+  if (moved) move_pages(d, n - d->page_cache_count);
+  if (d->page_cache_count >= n) return CUDA_SUCCESS;
+  CUresult rc = create_chunk(d, n - d->page_cache_count);
+  if (rc == CUDA_SUCCESS || moved) return rc;
+  move_pages(d, n - d->page_cache_count);
+  return d->page_cache_count >= n ? CUDA_SUCCESS : create_chunk(d, n - d->page_cache_count);
 }
 
 /* After a failure, pages [first, first+done) are mapped but may lack
@@ -147,11 +229,11 @@ CUresult ca_map_range(ca_device_t *d, ca_segment_t *seg, uintptr_t addr, size_t 
   if (rc) return rc;
   size_t done = 0;
   for (; done < n; done++) {
-    ca_phys_t h = d->page_cache[d->page_cache_count - 1];
-    rc = CA_CALL(d, backend_map, ca_state.be->map(addr + done * d->page, d->page, h, 0));
+    ca_page_t pg = d->page_cache[d->page_cache_count - 1];
+    rc = CA_CALL(d, backend_map, ca_state.be->map(addr + done * d->page, d->page, pg.chunk->handle,
+                                                   pg.index * d->page));
     if (rc) break;
-    d->page_cache_count--;
-    seg->handles[first + done] = h;
+    seg->pages[first + done] = cache_take(d);
     set_mapped(seg, first + done, true);
   }
   ca_stat_add(&d->stats.mapped_bytes, (int64_t)(done * d->page));
@@ -210,11 +292,11 @@ size_t ca_steal_pages(ca_device_t *d, size_t want) {
 
 size_t ca_trim(ca_device_t *d, size_t target) {
   size_t before = (size_t)d->stats.reserved_bytes.current;
-  release_cache(d, 0);
+  release_cache(d);
   size_t now = (size_t)d->stats.reserved_bytes.current;
   if (now > target && ca_config.expandable_segments) {
     ca_steal_pages(d, now - target);
-    release_cache(d, 0);
+    release_cache(d);
   }
   if (!ca_config.expandable_segments && ((size_t)d->stats.reserved_bytes.current > target || d->leftovers))
     ca_classic_release_free(d);

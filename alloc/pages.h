@@ -17,7 +17,10 @@ CUresult ca_map_range(ca_device_t *d, ca_segment_t *seg, uintptr_t addr, size_t 
  * (largest blocks first) until `want` bytes have been gathered; keeps the
  * handles in the page cache. Returns bytes gathered. */
 size_t ca_steal_pages(ca_device_t *d, size_t want);
-/* Releases cached handles and unmaps the free pages of free blocks until
+/* Releases every chunk and frees the page cache (device teardown, after
+ * the regions'). */
+void ca_pages_teardown(ca_device_t *d, bool call_backend);
+/* Releases chunks whose pages are all cached, and unmaps the free pages of free blocks until
  * reserved memory is at most `target`; returns bytes given back. */
 size_t ca_trim(ca_device_t *d, size_t target);
 

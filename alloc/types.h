@@ -29,11 +29,13 @@
 #define CA_CLASSIC_MID_REQUEST (10u << 20)
 #define CA_CLASSIC_MID_SEGMENT (20u << 20)
 #define CA_OVERSIZE_SLACK (20u << 20)     /* max_split: waste allowed on oversize reuse */
+#define CA_PAGE_SLACK 0.02               /* reserved above active memory before pages move (pages.c) */
 #define CA_MAX_DEVICES 16
 #define CA_MAX_FENCE_EVENTS 64
 
 typedef struct ca_block_s ca_block_t;
 typedef struct ca_segment_s ca_segment_t;
+typedef struct ca_chunk_s ca_chunk_t;
 typedef struct ca_pool_s ca_pool_t;
 typedef struct ca_queue_s ca_queue_t;
 typedef struct ca_fence_s ca_fence_t;
@@ -92,6 +94,24 @@ typedef struct ca_ptrmap_s {
   size_t cap, count;
 } ca_ptrmap_t;
 
+/* One physical handle of the expandable pools: `pages` pages, created at
+ * once (one driver call for a whole run), each mapped and unmapped on its
+ * own (at offset index * page), so that a page can still move out of a
+ * free hole alone. Released only once all its pages are back in the page
+ * cache: the driver frees a handle's memory whole. */
+struct ca_chunk_s {
+  ca_phys_t handle;
+  size_t pages;
+  size_t cached;                /* of its pages, those in the page cache */
+  ca_chunk_t *next;             /* device's chunks */
+};
+
+/* A page: which piece of which chunk. */
+typedef struct ca_page_s {
+  ca_chunk_t *chunk;
+  size_t index;
+} ca_page_t;
+
 struct ca_segment_s {
   uintptr_t base;
   size_t size;
@@ -102,9 +122,9 @@ struct ca_segment_s {
   bool classic;
   uint8_t held;                 /* what the driver still holds (segments.c) */
   ca_phys_t handle;
-  /* expandable: one handle per page, mapped on demand */
+  /* expandable: each page a piece of a chunk, mapped on demand */
   size_t npages;
-  ca_phys_t *handles;
+  ca_page_t *pages;
   uint64_t *mapped;             /* bitmap of mapped pages */
   size_t mapped_pages;
 };
@@ -152,8 +172,9 @@ struct ca_device_s {
   uintptr_t va_base;
   size_t va_size;
   /* physical pages held but unmapped, ready to map again */
-  ca_phys_t *page_cache;
+  ca_page_t *page_cache;
   size_t page_cache_count, page_cache_cap;
+  ca_chunk_t *chunks;           /* every physical handle of the expandable pools */
   ca_ptrmap_t live;
   ca_queue_t *queues;           /* stream queues */
   ca_queue_t *last_queue;       /* lookup cache */

@@ -83,6 +83,9 @@ static void corrupt(int code, scene_t *s, bool repair) {
   case CA_CHECK_STATS:           /* a statistic that no block accounts for */
     d->stats.allocated_bytes.current += sign * (int64_t)CA_MIN_BLOCK;
     break;
+  case CA_CHECK_CHUNKS:          /* a chunk counts a page cached that is mapped */
+    d->chunks->cached += (size_t)sign;
+    break;
   default:
     cr_assert_fail("no corruption for checker code %d", code);
   }
@@ -92,7 +95,8 @@ static void corrupt(int code, scene_t *s, bool repair) {
 ParameterizedTestParameters(core_check, each_code) {
   static int codes[] = {CA_CHECK_TILING,    CA_CHECK_SIZE,          CA_CHECK_UNCOALESCED,
                         CA_CHECK_BINS,      CA_CHECK_UNMAPPED_LIVE, CA_CHECK_HOLE,
-                        CA_CHECK_LIVE_MAP,  CA_CHECK_QUEUE,         CA_CHECK_STATS};
+                        CA_CHECK_LIVE_MAP,  CA_CHECK_QUEUE,         CA_CHECK_STATS,
+                        CA_CHECK_CHUNKS};
   _Static_assert(sizeof codes / sizeof *codes == CA_CHECK_CODES - 1, "one case per checker code");
   return cr_make_param_array(int, codes, sizeof codes / sizeof *codes);
 }
