@@ -184,7 +184,7 @@ static CUresult create_chunk(ca_device_t *d, size_t n) {
  * once these pages hold one too. */
 static bool short_of_memory(const ca_device_t *d, size_t n) {
   size_t add = n * d->page, reserved = (size_t)d->stats.reserved_bytes.current + add;
-  double held = (double)d->stats.active_bytes.current + (double)add;
+  double held = (double)d->stats.allocated_bytes.current + (double)add;
   return reserved > d->limit || (double)reserved > held * (1.0 + CA_PAGE_SLACK) + (double)d->page;
 }
 
