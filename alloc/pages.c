@@ -188,20 +188,37 @@ static bool short_of_memory(const ca_device_t *d, size_t n) {
   return reserved > d->limit || (double)reserved > held * (1.0 + CA_PAGE_SLACK) + (double)d->page;
 }
 
+/* Pages to create when n are missing: n, rounded up towards
+ * CA_CHUNK_PAGES while the extra pages stay within the slack over
+ * allocated bytes and the device's limit. Small blocks grow their pool a
+ * page at a time; a chunk of several serves the next growths with no
+ * driver call, as PyTorch's 20 MiB pages do, at most CA_PAGE_SLACK more
+ * reserved. */
+static size_t chunk_pages(const ca_device_t *d, size_t n) {
+  if (n >= CA_CHUNK_PAGES) return n;
+  size_t spare = (size_t)((double)d->stats.allocated_bytes.current * CA_PAGE_SLACK) / d->page;
+  size_t room = (d->limit - (size_t)d->stats.reserved_bytes.current) / d->page;   /* reserved <= limit */
+  size_t want = n + spare < CA_CHUNK_PAGES ? n + spare : CA_CHUNK_PAGES;
+  return want < room ? want : (n > room ? n : room);
+}
+
 static void move_pages(ca_device_t *d, size_t n) {
   size_t moved = ca_steal_pages(d, n * d->page);
   ca_stat_add(&d->stats.num_page_moves, (int64_t)(moved / d->page));
 }
 
 /* Fills the page cache up to n pages: new ones while memory is not short
- * (one chunk for all that are missing), else pages moved out of free holes
- * first; when a create fails, moved pages, then new ones again. */
+ * (one chunk for all that are missing, a few more for small growths),
+ * else pages moved out of free holes first; when a create fails, moved
+ * pages, then new ones again. */
 static CUresult gather_pages(ca_device_t *d, size_t n) {
   if (d->page_cache_count >= n) return CUDA_SUCCESS;
   bool moved = short_of_memory(d, n - d->page_cache_count);
   if (moved) move_pages(d, n - d->page_cache_count);
   if (d->page_cache_count >= n) return CUDA_SUCCESS;
-  CUresult rc = create_chunk(d, n - d->page_cache_count);
+  size_t missing = n - d->page_cache_count, more = moved ? missing : chunk_pages(d, missing);
+  CUresult rc = create_chunk(d, more);
+  if (rc != CUDA_SUCCESS && more > missing) rc = create_chunk(d, missing);   /* the least, if more would not go */
   if (rc == CUDA_SUCCESS || moved) return rc;
   move_pages(d, n - d->page_cache_count);
   return d->page_cache_count >= n ? CUDA_SUCCESS : create_chunk(d, n - d->page_cache_count);

@@ -29,7 +29,8 @@
 #define CA_CLASSIC_MID_REQUEST (10u << 20)
 #define CA_CLASSIC_MID_SEGMENT (20u << 20)
 #define CA_OVERSIZE_SLACK (20u << 20)     /* max_split: waste allowed on oversize reuse */
-#define CA_PAGE_SLACK 0.02               /* reserved above active memory before pages move (pages.c) */
+#define CA_PAGE_SLACK 0.02               /* reserved above allocated memory before pages move (pages.c) */
+#define CA_CHUNK_PAGES 10                 /* pages a small growth creates at once, slack allowing (pages.c) */
 #define CA_MAX_DEVICES 16
 #define CA_MAX_FENCE_EVENTS 64
 

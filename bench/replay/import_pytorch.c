@@ -203,6 +203,7 @@ static int trace_events(snap_t *s, int dev, const pk_value_t *trace, pre_t *p, c
       s->out->skipped++;
       continue;
     }
+    if (e.kind == CA_EV_SEGMENT_MAP) o->segment_maps++;
     if (e.kind == CA_EV_SEGMENT_MAP && (reserved += (int64_t)e.size) > (int64_t)o->peak_reserved)
       o->peak_reserved = (uint64_t)reserved;
     if (e.kind == CA_EV_SEGMENT_UNMAP) reserved -= (int64_t)e.size;

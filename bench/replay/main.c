@@ -6,6 +6,8 @@
  *     --capacity-mb N                  the simulated device's memory (default: ample)
  *     --no-bisect                      skip the search for the smallest capacity
  *     --table                          one Markdown row per device (make whatif)
+ *     --economy                        one Markdown row per device of driver calls,
+ *                                      expandable segments only (make economy)
  *
  * TRACE: a PyTorch memory snapshot (.pickle), an RMM CSV log, or (once its
  * reader is in) cudalloc's own log. docs/whatif.md explains the output. */
@@ -21,7 +23,7 @@
 
 typedef struct {
   bool modes[2];   /* [0] classic, [1] expandable */
-  bool honour, bisect, table;
+  bool honour, bisect, table, economy;
   uint64_t capacity;
 } args_t;
 
@@ -36,7 +38,7 @@ static double mib(int64_t b) { return (double)b / (double)MiB; }
 
 static void usage(FILE *f) {
   fputs("usage: cudalloc-replay [--mode expandable|classic|both] [--honour-empty-cache] [--capacity-mb N]\n"
-        "                       [--no-bisect] [--table] TRACE...\n"
+        "                       [--no-bisect] [--table | --economy] TRACE...\n"
         "TRACE: a PyTorch memory snapshot pickle or an RMM CSV log (docs/whatif.md)\n", f);
 }
 
@@ -48,6 +50,7 @@ static int parse_args(int argc, char **argv, args_t *a, int *first) {
     if (!strcmp(o, "--honour-empty-cache")) a->honour = true;
     else if (!strcmp(o, "--no-bisect")) a->bisect = false;
     else if (!strcmp(o, "--table")) a->table = true;
+    else if (!strcmp(o, "--economy")) a->economy = true, a->bisect = false, a->modes[0] = false;
     else if (!strcmp(o, "--mode") && i + 1 < argc) {
       const char *m = argv[++i];
       a->modes[0] = !strcmp(m, "classic") || !strcmp(m, "both");
@@ -135,6 +138,24 @@ static void print_row(const char *path, int dev, const ca_trace_t *t, const mode
   }
 }
 
+/* The driver economy of expandable segments (issue: creates no more than
+ * PyTorch's expandable segments would make for the same peak, one per
+ * 20 MiB page of its large pool; one set-access per newly mapped run):
+ * | trace | device | peak reserved / peak live | creates | PyTorch at 20 MiB pages | maps | set-access | unmaps |
+ * PyTorch's segment maps in the trace | */
+static void print_economy(const char *path, int dev, const ca_trace_t *t, const mode_result_t *m) {
+  const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  const ca_trace_origin_t *o = &t->origin[dev];
+  const cudalloc_stats_t *s = &m->r.stats;
+  double live = o->known ? (double)o->peak_live : (double)s->requested_bytes.peak;
+  long long pt_creates = (long long)((s->reserved_bytes.peak + (int64_t)(20 * MiB) - 1) / (int64_t)(20 * MiB));
+  printf("| `%s` | %d | %.3f | %lld | %lld | %lld | %lld | %lld |", base, dev,
+         live > 0 ? (double)s->reserved_bytes.peak / live : 0.0, (long long)s->backend_create.total, pt_creates,
+         (long long)s->backend_map.total, (long long)s->backend_set_access.total, (long long)s->backend_unmap.total);
+  if (o->known) printf(" %llu |\n", (unsigned long long)o->segment_maps);
+  else printf(" – |\n");
+}
+
 static int replay_file(const char *path, const args_t *a) {
   ca_trace_t t;
   ca_import_error_t err = {{0}};
@@ -144,7 +165,7 @@ static int replay_file(const char *path, const args_t *a) {
     ca_trace_free(&t);
     return -1;
   }
-  if (!a->table)
+  if (!a->table && !a->economy)
     printf("%s (%s): %d device(s), %zu events, %zu blocks live before the trace began, %zu entries not replayed\n",
            path, t.format, t.ndevices, t.n - t.pre_end, t.pre_end, t.skipped);
   int rc = 0;
@@ -156,6 +177,10 @@ static int replay_file(const char *path, const args_t *a) {
     if (rc) break;
     if (a->table) {
       print_row(path, dev, &t, m, a);
+      continue;
+    }
+    if (a->economy) {
+      print_economy(path, dev, &t, &m[1]);
       continue;
     }
     printf("device %d: %zu events\n", dev, ca_trace_count(&t, dev));
@@ -176,6 +201,9 @@ int main(int argc, char **argv) {
     printf("| trace | device | events | peak live | PyTorch reserved | cudalloc expandable: smallest capacity | "
            "cudalloc classic: smallest capacity | cudalloc peak reserved with ample memory (expandable / classic) |\n"
            "| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  if (a.economy)
+    printf("| trace | device | peak reserved / peak live | cuMemCreate | PyTorch's, 20 MiB pages | maps | set-access | "
+           "unmaps | PyTorch's segment maps in the trace |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (int i = first; i < argc; i++) rc |= replay_file(argv[i], &a) != 0;
   return rc;
 }

@@ -35,9 +35,14 @@ lib: $(REPLAY)
 $(BUILD)/tests/test_replay_import $(BUILD)/tests/test_replay: $(REPLAY_A)
 $(BUILD)/tests/test_replay_import $(BUILD)/tests/test_replay: TEST_LIBS = $(REPLAY_A)
 
-.PHONY: whatif
+.PHONY: whatif economy
 whatif: $(REPLAY)
 	@test -n "$(TRACES)" || { echo "whatif: no traces folder (TRACES=dir)"; exit 1; }
 	$(REPLAY) --table $(sort $(wildcard $(TRACES)/*.pickle))
 
 -include $(REPLAY_OBJS:.o=.d) $(BUILD)/obj/bench/replay/main.d
+
+# The driver calls of expandable segments on the same traces (docs/benchmarks.md).
+economy: $(REPLAY)
+	@test -n "$(TRACES)" || { echo "economy: no traces folder (TRACES=dir)"; exit 1; }
+	$(REPLAY) --economy $(sort $(wildcard $(TRACES)/*.pickle))

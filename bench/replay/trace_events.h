@@ -24,6 +24,7 @@ typedef struct {
   uint64_t peak_reserved;   /* highest sum of its segments along the trace */
   uint64_t peak_live;       /* highest sum of requested bytes of live blocks */
   uint64_t live_end;        /* requested bytes live when the snapshot was taken */
+  uint64_t segment_maps;    /* segment_alloc/segment_map events along the trace */
 } ca_trace_origin_t;
 
 typedef struct {
