@@ -57,9 +57,10 @@ static void capped(const ca_oom_figures_t *f, uint64_t live_after, uint64_t room
 
 static void refused_by_others(const ca_oom_figures_t *f, uint64_t live_after, uint64_t room, ca_oom_diagnosis_t *out) {
   out->verdict = CA_OOM_REFUSED;
-  ARITH("allocated %.1f MiB + request %.1f MiB = %.1f MiB fits the limit %.1f MiB, but %u other process%s hold "
+  ARITH("allocated %.1f MiB + request %.1f MiB = %.1f MiB fits the limit %.1f MiB, but %u other %s "
         "%.1f MiB: total %.1f MiB - %.1f MiB = %.1f MiB < %.1f MiB",
-        mib(f->allocated), mib(f->rounded), mib(live_after), mib(f->limit), f->nothers, f->nothers == 1 ? "" : "es",
+        mib(f->allocated), mib(f->rounded), mib(live_after), mib(f->limit), f->nothers,
+        f->nothers == 1 ? "process holds" : "processes hold",
         mib(f->others), mib(f->total), mib(f->others), mib(room), mib(live_after));
   HINT("other processes hold %.1f MiB of this device (listed below, as nvidia-smi shows them): stop them, give each "
        "job its own device, or share it knowingly with memory_fraction",

@@ -249,7 +249,7 @@ Test(core_oom, refused_another_process_holds_the_memory) {
   cr_assert_eq(json_num(json, "other_processes_bytes"), 192 * MiB, "%s", json);
   cr_assert_not_null(strstr(json, "{\"pid\": 4242, \"name\": \"trainer\", \"bytes\": 201326592}"), "%s", json);
   cr_assert_not_null(strstr(json_str(json, "arithmetic"),
-                            "= 72.0 MiB fits the limit 256.0 MiB, but 1 other process hold 192.0 MiB: total 256.0 MiB - "
+                            "= 72.0 MiB fits the limit 256.0 MiB, but 1 other process holds 192.0 MiB: total 256.0 MiB - "
                             "192.0 MiB = 64.0 MiB < 72.0 MiB"),
                      "%s", json);
   char *txt = slurp("oom.txt");
