@@ -14,10 +14,10 @@
 #include "device.h"
 #include "fence.h"
 #include "log.h"
+#include "oom.h"
 #include "pages.h"
 #include "pool.h"
 #include "ptrmap.h"
-#include "report.h"
 #include "segments.h"
 #include "streams.h"
 #include "track.h"
@@ -64,11 +64,12 @@ static void count_alloc(ca_device_t *d, ca_block_t *b) {
   ca_stat_add(&d->stats.requested_bytes, (int64_t)b->requested);
   ca_stat_add(&d->stats.num_allocs, 1);
   ca_stat_add(&d->stats.num_live_blocks, 1);
+  ca_oom_on_alloc(d);
 }
 
 static CUresult out_of_memory(ca_device_t *d, size_t size, CUresult rc) {
   ca_stat_add(&d->stats.num_ooms, 1);
-  ca_report_oom(d, size);
+  ca_oom_report(d, size, rc);
   return rc;
 }
 

@@ -5,6 +5,7 @@
 #include "device.h"
 #include "fence.h"
 #include "log.h"
+#include "oom.h"
 #include "pages.h"
 #include "pinned.h"
 #include "report.h"
@@ -108,6 +109,7 @@ static void step_device(ca_device_t *d, void *arg) {
   (void)arg;
   ca_fences_seal(d);
   ca_fences_poll(d);
+  ca_oom_on_step(d);
 }
 
 void cudalloc_step(void) { ca_each_device(step_device, NULL); }

@@ -33,6 +33,7 @@ typedef enum {
   KEY_FAULTS,    /* <op>@<k>, repeatable: ca_backend_options_t's fail list */
   KEY_LATENCY,   /* <op>@<us>, repeatable: ca_backend_options_t's latency_us */
   KEY_SIGNAL,    /* a signal a program may give cudalloc (name or number), into an int; 0 off */
+  KEY_PROCESS,   /* <pid>:<name>:<bytes>, repeatable: ca_backend_options_t's others */
 } key_kind_t;
 
 enum {
@@ -93,6 +94,9 @@ static const conf_key_t keys[] = {
    "free pinned host memory kept for reuse; whole free chunks beyond it are given back"},
   {"pinned_via", KEY_CHOICE, FIELD(sim.host_register), 0, 0, 0, 0, "alloc|register",
    "CUDA: pin chunks with cuMemHostAlloc (alloc) or mmap + cuMemHostRegister (register)"},
+  {"oom_report", KEY_STRING, FIELD(oom_report), 0, 0, 0, 0, NULL,
+   "path prefix of the out-of-memory reports (.txt, .json; %p = pid, %r = rank); empty = <report>-oom, "
+   "else $TMPDIR/cudalloc-oom-%p; off = stderr only"},
   {"sim_devices", KEY_UINT, FIELD(sim.devices), 1, 16, 0, 0, NULL,
    "number of simulated devices"},
   {"sim_capacity_mb", KEY_BYTES, FIELD(sim.capacity), 1, 1 << 20, 1 << 20, 0, NULL,
@@ -115,6 +119,9 @@ static const conf_key_t keys[] = {
    "pinned host memory the simulated machine allows"},
   {"sim_latency", KEY_LATENCY, FIELD(sim.latency_us), 0, 10000000, 0, 0, NULL,
    "<op>@<us>: every call of op takes this long (repeatable)"},
+  {"sim_other_process", KEY_PROCESS, FIELD(sim.others), 1, 4294967295.0, 0, 0, NULL,
+   "<pid>:<name>:<bytes>: another process holds that much of every simulated device (repeatable, at most "
+   CA_STR(CA_BACKEND_MAX_OTHERS) ")"},
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -265,6 +272,10 @@ static void expected(const conf_key_t *k, char *buf, size_t cap) {
     snprintf(buf, cap, "SIGUSR1, SIGUSR2, a number among %d, %d and %d to %d (real-time signals), or off", SIGUSR1,
              SIGUSR2, SIGRTMIN, SIGRTMAX);
     break;
+  case KEY_PROCESS:
+    snprintf(buf, cap, "<pid from 1 to %.0f>:<name of 1 to %d characters, no ':' or ','>:<bytes>"
+                       " (at most " CA_STR(CA_BACKEND_MAX_OTHERS) " entries)", k->max, CA_PROCESS_NAME_MAX - 1);
+    break;
   case KEY_FAULTS: case KEY_LATENCY:
     op_choices(ops, sizeof ops);
     snprintf(buf, cap, "<op>@<integer from %.0f to %.0f>%s, op one of %s", k->min, k->max,
@@ -312,6 +323,26 @@ static bool apply_op_item(ca_config_t *cfg, const conf_key_t *k, view_t v) {
   }
   if (cfg->sim.fail_count >= CA_BACKEND_MAX_FAULTS) return false;
   cfg->sim.fail[cfg->sim.fail_count++] = (ca_fault_spec_t){(ca_backend_op_t)op, n};
+  return true;
+}
+
+/* <pid>:<name>:<bytes>; the name is what /proc/PID/comm would say. */
+static bool apply_process(ca_config_t *cfg, const conf_key_t *k, view_t v) {
+  const char *c1 = memchr(v.p, ':', v.n);
+  const char *c2 = c1 ? memchr(c1 + 1, ':', v.n - (size_t)(c1 + 1 - v.p)) : NULL;
+  if (!c2 || cfg->sim.others_count >= CA_BACKEND_MAX_OTHERS) return false;
+  view_t pid = {v.p, (size_t)(c1 - v.p)}, name = {c1 + 1, (size_t)(c2 - c1 - 1)};
+  view_t bytes = {c2 + 1, v.n - (size_t)(c2 + 1 - v.p)};
+  uint64_t p, b;
+  if (!parse_u64(pid, &p) || !in_range(k, (double)p) || !parse_u64(bytes, &b)) return false;
+  if (name.n == 0 || name.n >= CA_PROCESS_NAME_MAX || memchr(name.p, ':', name.n)) return false;
+  for (size_t i = 0; i < name.n; i++)
+    if (iscntrl((unsigned char)name.p[i]) || name.p[i] == '"' || name.p[i] == '\\') return false;
+  ca_process_t *o = &cfg->sim.others[cfg->sim.others_count++];
+  memset(o, 0, sizeof *o);
+  o->pid = (uint32_t)p;
+  o->bytes = b;
+  memcpy(o->name, name.p, name.n);
   return true;
 }
 
@@ -370,6 +401,7 @@ static bool apply(ca_config_t *cfg, const conf_key_t *k, view_t v) {
   case KEY_STRING: return apply_string(k, field, v);
   case KEY_FAULTS: case KEY_LATENCY: return apply_op_item(cfg, k, v);
   case KEY_SIGNAL: return apply_signal((int *)field, v);
+  case KEY_PROCESS: return apply_process(cfg, k, v);
   }
   return false;
 }
@@ -562,6 +594,11 @@ static void format_value(const ca_config_t *cfg, const conf_key_t *k, text_t *t,
       put(t, "%s%s@%llu", i ? each : "", ca_backend_op_name(cfg->sim.fail[i].op),
           (unsigned long long)cfg->sim.fail[i].nth);
     break;
+  case KEY_PROCESS:
+    for (unsigned i = 0; i < cfg->sim.others_count; i++)
+      put(t, "%s%u:%s:%llu", i ? each : "", cfg->sim.others[i].pid, cfg->sim.others[i].name,
+          (unsigned long long)cfg->sim.others[i].bytes);
+    break;
   case KEY_LATENCY:
     for (int op = 0, first = 1; op < CA_OP_COUNT; op++)
       if (cfg->sim.latency_us[op]) {
@@ -588,6 +625,7 @@ static bool differs(const ca_config_t *a, const ca_config_t *b, const conf_key_t
   case KEY_STRING: return strcmp(x, y) != 0;
   case KEY_DOUBLE: return *(const double *)x != *(const double *)y;
   case KEY_FAULTS: return a->sim.fail_count != b->sim.fail_count || memcmp(x, y, k->size) != 0;
+  case KEY_PROCESS: return a->sim.others_count != b->sim.others_count || memcmp(x, y, k->size) != 0;
   default: return memcmp(x, y, k->size) != 0;
   }
 }

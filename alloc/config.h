@@ -41,6 +41,7 @@ typedef struct ca_config_s {
   char report[CA_CONFIG_PATH_MAX]; /* report path prefix, %p pid, %r rank, %h host; "" off */
   int report_signal;            /* signal that asks for the reports; 0: none */
   uint64_t pinned_cache;        /* bytes of free pinned chunks kept */
+  char oom_report[CA_CONFIG_PATH_MAX]; /* out-of-memory report prefix; "" default, "off" none */
   ca_backend_options_t sim;     /* the sim_* keys, handed to the backend's init */
 } ca_config_t;
 

@@ -13,7 +13,7 @@
  *   env
  *   rank
  *   log
- *   config jemalloc_private
+ *   config jemalloc_private oom_verdict
  *   debug
  *   types
  *   bins ptrmap track streams peers
@@ -26,7 +26,7 @@
  *   pinned
  *   stats check
  *   report
- *   demand
+ *   demand oom
  *   alloc api lifecycle
  *   internal
  * end-include-order
@@ -44,8 +44,9 @@
  *   pinned_chunks  the pinned arena's extent hooks and chunks
  *   pinned     pinned host memory (cudaHostAlloc): blocks, copies in flight
  *   jemalloc_private  the private jemalloc's API (ca_je_*)
- *   check      cudalloc_check                      report  exit, leak and OOM reports
+ *   check      cudalloc_check                      report  exit and leak reports
  *   demand     reports on a signal, written by the next allocator call
+ *   oom        the out-of-memory report            oom_verdict  its verdict, from figures alone
  *   alloc, api, lifecycle: the entry points (include/core.h, include/cudalloc.h)
  *
  * This header includes them all, for the test suites; no core file
@@ -63,6 +64,7 @@
 #include "env.h"
 #include "fence.h"
 #include "lifecycle.h"
+#include "oom.h"
 #include "pages.h"
 #include "peers.h"
 #include "pinned.h"

@@ -9,6 +9,7 @@
 #include "fence.h"
 #include "lifecycle.h"
 #include "log.h"
+#include "oom.h"
 #include "peers.h"
 #include "pinned.h"
 #include "rank.h"
@@ -126,6 +127,7 @@ void cudalloc_shutdown(void) {
   }
   ca_demand_arm(0);
   ca_track_forget();
+  ca_oom_forget(false);
   ca_streams_forget(false);
   config_loaded = false;
   memset(&ca_state, 0, sizeof ca_state);
@@ -147,6 +149,7 @@ void ca_fork_child(void) {
   if (ca_state.be) ca_state.be->abandon();
   ca_pinned_fork_child();
   drop_devices(false);
+  ca_oom_forget(true);
   ca_streams_forget(true);
   memset(&ca_state, 0, sizeof ca_state);
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;

@@ -1,6 +1,6 @@
 /* Reports: the exit summary, the leak report (compute-sanitizer's shape,
- * grouped by call site, biggest first), the out-of-memory diagnosis, and
- * the files the `report` setting asks for (text and JSON).
+ * grouped by call site, biggest first), and the files the `report` setting
+ * asks for (text and JSON). The out-of-memory report is oom.c's.
  * Call sites are named by track.c. */
 #include "report.h"
 
@@ -16,12 +16,7 @@
 #include "stats.h"
 #include "track.h"
 
-typedef struct site_s {
-  void *pc;
-  int64_t bytes, count;
-  uintptr_t example;
-} site_t;
-
+typedef ca_site_total_t site_t;
 
 static int by_pc(const void *a, const void *b) {
   uintptr_t x = (uintptr_t)((const site_t *)a)->pc, y = (uintptr_t)((const site_t *)b)->pc;
@@ -58,6 +53,8 @@ static size_t live_sites(const ca_ptrmap_t *live, site_t **out) {
   *out = s;
   return m;
 }
+
+size_t ca_report_live_sites(ca_device_t *d, ca_site_total_t **out) { return live_sites(&d->live, out); }
 
 // ----------------------------------------------------------------------------
 // Leaks
@@ -211,39 +208,6 @@ void ca_report_summary(FILE *f) {
           changed[0] ? changed : "defaults");
   ca_each_device(summary_of, f);
   summary_pinned(f);
-}
-
-// ----------------------------------------------------------------------------
-// Out of memory
-// ----------------------------------------------------------------------------
-
-void ca_report_oom(ca_device_t *d, size_t size) {
-  size_t free_now = 0, total = 0;
-  ca_state.be->mem_info(d->ordinal, &free_now, &total);
-  int64_t allocated = d->stats.allocated_bytes.current, reserved = d->stats.reserved_bytes.current;
-  int64_t pending = d->stats.active_bytes.current - allocated;
-  int64_t idle = ca_stats_cached(d) - pending;   /* cached, less what still waits for the device */
-  size_t largest = ca_stats_largest_free(d);
-  const char *why = size > d->limit ? "the request alone exceeds the limit"
-                  : pending > 0 && __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0
-                      ? "frees are waiting for device work, and a graph capture forbids waiting"
-                  : (int64_t)size <= idle ? "fragmentation: enough memory is cached, but not contiguous"
-                  : pending > 0 ? "exhaustion, with frees still waiting for device work"
-                  : "exhaustion: live memory fills the limit";
-  ca_log("out of memory on device %d: asked for %zu bytes (%.1f MiB); limit %.1f MiB", d->ordinal, size,
-         mib((double)size), mib((double)d->limit));
-  ca_log("  allocated %.1f MiB, waiting for device work %.1f MiB, reserved %.1f MiB (free %.1f MiB), driver free %.1f MiB, "
-         "largest free block %.1f MiB",
-         mib(allocated), mib(pending), mib(reserved), mib(idle), mib((double)free_now), mib((double)largest));
-  ca_log("  diagnosis: %s", why);
-  site_t *s;
-  size_t n = live_sites(&d->live, &s);
-  char where[512];
-  for (size_t i = 0; i < n && i < 5; i++) {
-    ca_track_name(s[i].pc, where, sizeof where);
-    ca_log("  live: %.1f MiB in %" PRId64 " blocks from %s", mib(s[i].bytes), s[i].count, where);
-  }
-  free(s);
 }
 
 // ----------------------------------------------------------------------------

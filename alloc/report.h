@@ -10,8 +10,16 @@
 void ca_report_summary(FILE *f);
 /* Live blocks grouped by call site, biggest first (compute-sanitizer's shape). */
 void ca_report_leaks(FILE *f);
-/* One line per cause when an allocation fails; d is locked. */
-void ca_report_oom(ca_device_t *d, size_t size);
+/* Live bytes of one call site. */
+typedef struct ca_site_total_s {
+  void *pc;                     /* the site (track.h) */
+  int64_t bytes, count;
+  uintptr_t example;            /* one of its blocks */
+} ca_site_total_t;
+/* Live blocks of d grouped by call site, biggest first (d locked), in
+ * *out (malloc'd: the caller frees it). Returns the number of sites (0
+ * also when out of host memory). */
+size_t ca_report_live_sites(ca_device_t *d, ca_site_total_t **out);
 /* The reports the configuration's `report` prefix names, if any. */
 void ca_report_write_files(void);
 /* At cudalloc_shutdown: live blocks as leaks on stderr, and the report files. */

@@ -16,6 +16,13 @@ $(FAKE_CUDA): tests/fake/libcuda.c
 	@mkdir -p $(@D)
 	$(CC) $(BASE_CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic $< -o $@
 $(BUILD)/tests/test_backend_cuda $(BUILD)/tests/test_shim: $(FAKE_CUDA)
+# The fake NVML (tests/fake/libnvidia-ml.c), for the CUDA backend's list of
+# the processes on a device (suite cuda_fake).
+FAKE_NVML := $(BUILD)/tests/fake/libnvidia-ml.so.1
+$(FAKE_NVML): tests/fake/libnvidia-ml.c
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -fvisibility=hidden -shared -Wl,-soname,libnvidia-ml.so.1 $< -o $@
+$(BUILD)/tests/test_backend_cuda: $(FAKE_NVML)
 
 # The library with a naive C dlsym wrapper instead of the trampoline (the C
 # version, with its call to the real dlsym kept a call rather than a jump): the

@@ -7,6 +7,9 @@ set -u
 BUILD=${BUILD:-build}
 export CUDALLOC_BUILD=$(cd "$BUILD" && pwd)
 export CUDALLOC_SAN=${SAN:-}
+# Out-of-memory reports go to $TMPDIR by default: the suite's stay in the build.
+export TMPDIR=$CUDALLOC_BUILD/tmp
+rm -rf "$TMPDIR" && mkdir -p "$TMPDIR"
 export CUDALLOC_SAN_RUNTIME=${SAN_RUNTIME:-}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:verify_asan_link_order=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}

@@ -425,6 +425,56 @@ SMOKE(a_thread_without_context_is_left_without_one) {
 // The fake driver only: paths a real GPU cannot show on demand
 // ----------------------------------------------------------------------------
 
+/* The fake NVML beside the fake driver, opened by path so that the
+ * backend's dlopen("libnvidia-ml.so.1") finds it by its soname. */
+static void *load_fake_nvml(void) {
+  char path[4096];
+  fake_path(path, sizeof path);
+  strcpy(strrchr(path, '/') + 1, "libnvidia-ml.so.1");
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  cr_assert_not_null(lib, "the fake NVML %s: %s", path, dlerror());
+  return lib;
+}
+
+/* The out-of-memory report's other processes: NVML, asked for the device
+ * by the PCI bus id the driver gives (the fake driver's device 0 sits at
+ * 0000:3b:00.0). */
+Test(cuda_fake, processes_come_from_nvml_by_pci_bus_id) {
+  load_fake();
+  void *nvml = load_fake_nvml();
+  start_driver("fake-driver");
+  ca_process_t p[4];
+  unsigned n = 99;
+  cr_assert_eq(be->processes(0, p, 4, &n), CUDA_SUCCESS);
+  const char *(*bus_id)(void) = (const char *(*)(void))dlsym(nvml, "fake_nvml_last_bus_id");
+  cr_assert_str_eq(bus_id(), "00000000:3b:00.0", "NVML's form of the driver's PCI ids");
+  cr_assert_eq(n, 2);
+  cr_assert_eq(p[0].pid, (uint32_t)getpid());
+  cr_assert_eq(p[0].bytes, 1ull << 30);
+  cr_assert_eq(p[1].pid, 1);
+  cr_assert_eq(p[1].bytes, 256ull << 20);
+  cr_assert_str_empty(p[1].name, "the core reads /proc/PID/comm");
+  cr_assert_eq(be->processes(0, p, 1, &n), CUDA_SUCCESS);
+  cr_assert_eq(n, 1, "at most cap");
+  /* device 1 sits at 0000:3c:00.0, which this NVML does not know */
+  cr_assert_eq(be->processes(1, p, 4, &n), CUDA_ERROR_NOT_SUPPORTED);
+  cr_assert_str_eq(bus_id(), "00000000:3c:00.0");
+  cr_assert_eq(be->processes(7, p, 4, &n), CUDA_ERROR_INVALID_DEVICE);
+}
+
+/* Without NVML the backend says it cannot tell (the report then says
+ * "unknown", not "none"). */
+Test(cuda_fake, processes_without_nvml_are_not_supported) {
+  load_fake();
+  start_driver("fake-driver");
+  if (dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_NOLOAD) || dlopen("libnvidia-ml.so.1", RTLD_LAZY))
+    cr_skip_test("a real NVML is installed here");
+  ca_process_t p[4];
+  unsigned n = 99;
+  cr_assert_eq(be->processes(0, p, 4, &n), CUDA_ERROR_NOT_SUPPORTED);
+  cr_assert_eq(n, 0);
+}
+
 Test(cuda_fake, a_failing_cuInit_is_reported_with_the_drivers_code) {
   setenv("FAKE_CUDA_INIT_FAIL", "1", 1);
   load_fake();

@@ -258,6 +258,17 @@ static bad_case_t bad_cases[] = {
     {"sim_latency:map@10000001", "bad value", "<op>@<integer from 0 to 10000000>"},
     {"sim_latency:nope@5", "bad value", "event_record"},
     {"backend:s\nim", "bad value 's?im'", "one of cuda|sim"},
+    /* sim_other_process:<pid>:<name>:<bytes> */
+    {"sim_other_process:42:trainer", "bad value '42:trainer'", "<pid from 1 to 4294967295>:<name of 1 to 31"},
+    {"sim_other_process:x:trainer:1", "bad value", "<pid from 1 to"},
+    {"sim_other_process:0:trainer:1", "bad value '0:trainer:1'", "<pid from 1 to"},
+    {"sim_other_process:4294967296:t:1", "bad value", "<pid from 1 to 4294967295>"},
+    {"sim_other_process:42::1", "bad value '42::1'", "<name of 1 to 31 characters"},
+    {"sim_other_process:42:a:b:1", "bad value", "no ':' or ','"},
+    {"sim_other_process:42:t:-1", "bad value", ":<bytes>"},
+    {"sim_other_process:42:t:1x", "bad value", ":<bytes>"},
+    {"sim_other_process:42:a-name-of-thirty-two-characters2:1", "bad value", "<name of 1 to 31 characters"},
+    {"sim_other_process:42:a\"b:1", "bad value", "<name of 1 to 31"},
 };
 
 #define NBAD (sizeof bad_cases / sizeof *bad_cases)
@@ -343,6 +354,30 @@ Test(config, decimal_fractions) {
   cr_assert_float_eq(parse_ok("garbage_collection_threshold:00.50").gc_threshold, 0.5, 1e-12);
 }
 
+static const char *changed(const ca_config_t *c);
+
+Test(config, other_processes_accumulate_up_to_four) {
+  ca_config_t c = parse_ok("sim_other_process:4242:trainer:268435456,oom_report:/tmp/o-%p,"
+                           "sim_other_process:7:x:0");
+  cr_assert_eq(c.sim.others_count, 2);
+  cr_assert_eq(c.sim.others[0].pid, 4242);
+  cr_assert_str_eq(c.sim.others[0].name, "trainer");
+  cr_assert_eq(c.sim.others[0].bytes, 268435456);
+  cr_assert_str_eq(c.sim.others[1].name, "x");
+  cr_assert_str_eq(c.oom_report, "/tmp/o-%p");
+  cr_assert_str_eq(changed(&c), "oom_report:/tmp/o-%p,sim_other_process:4242:trainer:268435456,"
+                                "sim_other_process:7:x:0");
+  /* a fifth is refused and keeps the four */
+  ca_config_t cfg;
+  char out[4096];
+  ca_config_defaults(&cfg);
+  cr_assert_eq(parse(&cfg, "sim_other_process:1:a:1,sim_other_process:2:b:2,sim_other_process:3:c:3,"
+                           "sim_other_process:4:d:4,sim_other_process:5:e:5", out, sizeof out), 1, "%s", out);
+  cr_assert_eq(cfg.sim.others_count, 4);
+  cr_assert_not_null(strstr(out, "bad value '5:e:5' for key 'sim_other_process'"), "%s", out);
+  cr_assert_not_null(strstr(out, "(at most 4 entries)"), "%s", out);
+}
+
 Test(config, too_many_sim_fail_entries) {
   ca_config_t cfg;
   char conf[512] = "", out[4096];
@@ -401,7 +436,8 @@ static void random_conf(uint64_t *seed, char *buf, size_t cap) {
       "backend", "sim_fail", "sim_devices", "report", "garbage_collection_threshold",
       "roundup_power2_divisions", "sim_latency", "sim_granularity_kb", "expandable_segments",
       ":", ":", ",", ",", "@", "map", "-", ".", "[", "]", " ", "True", "sim", "1", "64",
-      "99999999999999999999999", "0.5", "nan", "%p", "\n", "\xff"};
+      "99999999999999999999999", "0.5", "nan", "%p", "\n", "\xff", "sim_other_process", "oom_report",
+      "7:trainer:"};
   size_t n = 0, ntok = next_rand(seed) % 24;
   for (size_t i = 0; i < ntok; i++) {
     const char *t = tokens[next_rand(seed) % (sizeof tokens / sizeof *tokens)];
@@ -492,7 +528,8 @@ Test(config, print_lists_every_key_with_its_value) {
                         "garbage_collection_threshold", "roundup_power2_divisions", "memory_cap_mb",
                         "memory_fraction", "free_mode", "track", "track_depth", "quiet", "report",
                         "sim_devices", "sim_capacity_mb", "sim_granularity_kb",
-                        "sim_events", "sim_lag_ops", "sim_fail", "sim_fail_rate", "sim_seed", "sim_latency"};
+                        "sim_events", "sim_lag_ops", "sim_fail", "sim_fail_rate", "sim_seed", "sim_latency",
+                                 "sim_other_process"};
   for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
     cr_assert_not_null(strstr(buf, keys[i]), "%s missing from:\n%s", keys[i], buf);
   cr_assert_not_null(strstr(buf, "manual"), "%s", buf);
@@ -509,9 +546,10 @@ Test(config, print_lists_every_key_with_its_value) {
 static const char *all_keys[] = {"backend", "expandable_segments", "max_split_size_mb",
                                  "garbage_collection_threshold", "roundup_power2_divisions", "memory_cap_mb",
                                  "memory_fraction", "free_mode", "torch_free", "track", "track_depth", "quiet",
-                                 "summary", "report", "report_signal", "sim_devices", "sim_capacity_mb", "sim_granularity_kb",
+                                 "summary", "report", "report_signal", "oom_report", "sim_devices", "sim_capacity_mb",
+                                 "sim_granularity_kb",
                                  "sim_events", "sim_lag_ops", "sim_no_vmm", "sim_fail", "sim_fail_rate", "sim_seed",
-                                 "sim_latency", "pinned_cache_mb", "pinned_via", "sim_pinned_mb"};
+                                 "sim_latency", "pinned_cache_mb", "pinned_via", "sim_pinned_mb", "sim_other_process"};
 
 /* help lists every key with its default and meaning, is no problem, and
  * leaves the configuration to the other items. */

@@ -674,3 +674,30 @@ Test(sim_vm, threads_map_at_once) {
   cr_assert_eq(ca_sim_physical_used(0), 0);
   cr_assert_eq(ca_sim_mapped_bytes(0), 0);
 }
+
+/* sim_other_process: the pretended process's bytes are not free, no
+ * handle can get them, and processes lists it beside this one. */
+Test(sim_vm, another_process_holds_memory) {
+  SKIP_ON_CUDA("a pretended process");
+  size_t g;
+  const ca_backend_t *be = sim_start("backend:sim,sim_capacity_mb:64,sim_other_process:4242:trainer:16777216", &g);
+  size_t free_b, total_b;
+  OK(be->mem_info(0, &free_b, &total_b));
+  cr_assert_eq(total_b, 64ull << 20);
+  cr_assert_eq(free_b, 48ull << 20, "64 MiB less the other process's 16");
+  ca_phys_t h;
+  cr_assert_eq(be->create(0, 64ull << 20, &h), CUDA_ERROR_OUT_OF_MEMORY, "the other process's memory is not there");
+  OK(be->create(0, 48ull << 20, &h));
+  ca_process_t p[8];
+  unsigned n;
+  OK(be->processes(0, p, 8, &n));
+  cr_assert_eq(n, 2);
+  cr_assert_eq(p[0].pid, (uint32_t)getpid());
+  cr_assert_eq(p[0].bytes, 48ull << 20, "this process: its handles");
+  cr_assert_eq(p[1].pid, 4242);
+  cr_assert_str_eq(p[1].name, "trainer");
+  cr_assert_eq(p[1].bytes, 16ull << 20);
+  OK(be->processes(0, p, 1, &n));
+  cr_assert_eq(n, 1, "at most cap");
+  OK(be->release(h));
+}

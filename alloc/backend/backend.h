@@ -90,6 +90,18 @@ typedef struct ca_fault_spec_s {
   uint64_t nth;
 } ca_fault_spec_t;
 
+/* A process that holds memory on a device: what `nvidia-smi` lists, and
+ * what the out-of-memory report names. name may be empty (the core then
+ * reads /proc/PID/comm). */
+#define CA_PROCESS_NAME_MAX 32
+typedef struct ca_process_s {
+  uint32_t pid;
+  uint64_t bytes;               /* UINT64_MAX: the driver does not say */
+  char name[CA_PROCESS_NAME_MAX];
+} ca_process_t;
+
+#define CA_BACKEND_MAX_OTHERS 4
+
 /* When simulated device work completes (sim_events). */
 typedef enum ca_sim_events_e {
   CA_SIM_EVENTS_AUTO,           /* at once: nothing is ever pending */
@@ -113,6 +125,10 @@ typedef struct ca_backend_options_s {
   unsigned latency_us[CA_OP_COUNT];
   uint64_t pinned_capacity;     /* simulated: pinned host bytes the machine allows */
   bool host_register;           /* CUDA: pin with mmap + cuMemHostRegister, not cuMemHostAlloc */
+  /* sim_other_process: processes that pretend to hold memory on every
+   * simulated device (its free memory shrinks by their bytes). */
+  ca_process_t others[CA_BACKEND_MAX_OTHERS];
+  unsigned others_count;
 } ca_backend_options_t;
 
 typedef struct ca_backend_s {
@@ -199,6 +215,11 @@ typedef struct ca_backend_s {
    * after it); otherwise by any stream, so no work may be pending on it. */
   void (*check_handout)(uintptr_t va, size_t size, ca_stream_t stream, bool stream_ordered,
                         void *site);
+  /* The processes that hold memory on dev, this one included, at most cap
+   * of them into out; *n: how many were written. Asked only when an
+   * allocation fails (it may be slow and may allocate host memory).
+   * CUDA_ERROR_NOT_SUPPORTED when the backend cannot tell (no NVML). */
+  CUresult (*processes)(int dev, ca_process_t *out, unsigned cap, unsigned *n);
 } ca_backend_t;
 
 extern const ca_backend_t ca_backend_sim;

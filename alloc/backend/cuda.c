@@ -22,12 +22,14 @@
 #include "backend.h"
 #include "cuda_entries.h"
 #include "log.h"
+#include "nvml.h"
 
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -581,6 +583,25 @@ static CUresult cuda_host_free(void *ptr, size_t size) {
   return rc;
 }
 
+// ----------------------------------------------------------------------------
+// The processes on a device (optional entry): NVML
+// ----------------------------------------------------------------------------
+
+/* NVML names the device by its PCI bus id, in NVML's own form. */
+static CUresult cuda_processes(int dev, ca_process_t *out, unsigned cap, unsigned *n) {
+  *n = 0;
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
+  int domain = 0, bus = 0, device = 0;
+  CUresult rc = drv.device_get_attribute(&domain, CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, g.dev[dev]);
+  if (rc == CUDA_SUCCESS) rc = drv.device_get_attribute(&bus, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, g.dev[dev]);
+  if (rc == CUDA_SUCCESS) rc = drv.device_get_attribute(&device, CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, g.dev[dev]);
+  if (rc != CUDA_SUCCESS) return CUDA_ERROR_NOT_SUPPORTED;
+  char bus_id[32];
+  snprintf(bus_id, sizeof bus_id, "%08x:%02x:%02x.0", (unsigned)domain, (unsigned)bus, (unsigned)device);
+  return ca_nvml_processes(bus_id, out, cap, n);
+}
+
 const ca_backend_t ca_backend_cuda = {
     .name = "cuda",
     .init = cuda_init,
@@ -612,4 +633,5 @@ const ca_backend_t ca_backend_cuda = {
     .stream_device = cuda_stream_device,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
+    .processes = cuda_processes,
 };

@@ -23,10 +23,11 @@ typedef struct {
 
 static int start(const ca_replay_opts_t *o, char *err, size_t cap) {
   char conf[256];
-  /* manual events: work completes when the trace says so; track:off: no call sites to keep */
+  /* manual events: work completes when the trace says so; track:off: no call sites to keep;
+   * oom_report:off: a replay's out-of-memory failures are its result, not files to leave behind */
   snprintf(conf, sizeof conf,
            "backend:sim,sim_events:manual,sim_devices:1,sim_capacity_mb:%llu,expandable_segments:%s,quiet:true,"
-           "track:off",
+           "track:off,oom_report:off",
            (unsigned long long)(o->capacity / MiB), o->expandable ? "true" : "false");
   if (cudalloc_init(conf) != cudaSuccess) {
     snprintf(err, cap, "cudalloc did not start on the simulated device (%s)", conf);

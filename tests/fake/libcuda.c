@@ -179,9 +179,13 @@ API CUresult cuDeviceTotalMem_v2(size_t *b, CUdevice d) { ENTER(); (void)d; *b =
 API CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
   ENTER();
   if (d < 0 || d >= NDEV) return CUDA_ERROR_INVALID_DEVICE;
-  if (a != CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) return CUDA_ERROR_INVALID_VALUE;
-  *v = !getenv("FAKE_CUDA_NO_VMM");
-  return CUDA_SUCCESS;
+  switch (a) {   /* device d sits at PCI 0000:3b+d:00.0 (NVML's fake knows it so) */
+  case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: *v = 0; return CUDA_SUCCESS;
+  case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *v = 0x3b + d; return CUDA_SUCCESS;
+  case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *v = 0; return CUDA_SUCCESS;
+  case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *v = !getenv("FAKE_CUDA_NO_VMM"); return CUDA_SUCCESS;
+  default: return CUDA_ERROR_INVALID_VALUE;
+  }
 }
 
 API CUresult cuDeviceGetName(char *name, int len, CUdevice d) {

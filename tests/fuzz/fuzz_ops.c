@@ -164,7 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char conf[256];
   snprintf(conf, sizeof conf,
            "backend:sim,sim_capacity_mb:24,sim_granularity_kb:64,sim_events:lag,sim_lag_ops:64,quiet:true,"
-           "track:off,%s",
+           "track:off,oom_report:off,%s",   /* out-of-memory is an expected outcome: no report files */
            modes[size ? data[0] & 1 : 0]);
   REQUIRE(cudalloc_init(conf) == cudaSuccess, "init");
   ca_sim_thread_init(); /* a runtime thread's context: the default streams need one */

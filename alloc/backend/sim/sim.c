@@ -137,6 +137,19 @@ static bool settings_valid(size_t capacity, size_t gran, unsigned ndev) {
   return capacity >= gran;
 }
 
+/* sim_other_process: memory that other processes pretend to hold on every
+ * device, so that the driver refuses it as a GPU shared with another job
+ * would (at most the whole device). */
+static void pretend_others_locked(const ca_backend_options_t *o, unsigned ndev, size_t capacity) {
+  size_t held = 0;
+  ca_sim.nothers = 0;
+  for (unsigned i = 0; i < o->others_count && i < CA_BACKEND_MAX_OTHERS; i++) {
+    ca_sim.others[ca_sim.nothers++] = o->others[i];
+    held += o->others[i].bytes < capacity - held ? (size_t)o->others[i].bytes : capacity - held;
+  }
+  for (unsigned i = 0; i < ndev; i++) ca_sim.dev[i].held_by_others = held;
+}
+
 /* Builds the devices from the options. */
 static CUresult start_locked(const ca_backend_options_t *o) {
   size_t gran = o->granularity;
@@ -161,6 +174,7 @@ static CUresult start_locked(const ca_backend_options_t *o) {
   }
   ca_sim.no_vmm = o->no_vmm;
   ca_sim_host_open_locked(o->pinned_capacity);
+  pretend_others_locked(o, ndev, capacity);
   STORE(&ca_sim.ndev, (int)ndev);
   STORE(&ca_sim.started, 1);
   return CUDA_SUCCESS;
@@ -185,6 +199,7 @@ static void forget_locked(void) {
   ca_sim.touches = NULL;
   __atomic_store_n(&ca_sim.ntouches, 0, __ATOMIC_RELEASE);
   ca_sim.ops = ca_sim.seq = 0;
+  ca_sim.nothers = 0;
   ca_sim_faults_reset();
 }
 
@@ -301,9 +316,24 @@ static CUresult device_props_locked(int dev, ca_device_props_t *props) {
 
 static CUresult mem_info_locked(int dev, size_t *free_bytes, size_t *total_bytes) {
   if (!ca_sim_valid_device(dev)) return ca_sim_violation(CUDA_ERROR_INVALID_DEVICE);
-  *free_bytes = ca_sim.dev[dev].capacity - ca_sim.dev[dev].used;
+  const sim_device_t *d = &ca_sim.dev[dev];
+  *free_bytes = d->capacity - d->held_by_others - d->used;
   *total_bytes = ca_sim.dev[dev].capacity;
   return CUDA_SUCCESS;
+}
+
+/* This process first (its handles' bytes), then the pretended others. Not
+ * an op of its own: asked only by an out-of-memory report, it has no fault
+ * to inject and ticks no clock. */
+static CUresult sim_processes(int dev, ca_process_t *out, unsigned cap, unsigned *n) {
+  *n = 0;
+  CUresult rc = ca_sim_lock_started();
+  if (rc) return rc;
+  if (!ca_sim_valid_device(dev)) rc = ca_sim_violation(CUDA_ERROR_INVALID_DEVICE);
+  if (rc == CUDA_SUCCESS && cap) out[(*n)++] = (ca_process_t){.pid = (uint32_t)getpid(), .bytes = ca_sim.dev[dev].used};
+  for (unsigned i = 0; rc == CUDA_SUCCESS && i < ca_sim.nothers && *n < cap; i++) out[(*n)++] = ca_sim.others[i];
+  ca_sim_unlock();
+  return rc;
 }
 
 // ----------------------------------------------------------------------------
@@ -422,4 +452,5 @@ const ca_backend_t ca_backend_sim = {
     .check_handout = ca_sim_check_handout,
     .host_alloc = sim_host_alloc,
     .host_free = sim_host_free,
+    .processes = sim_processes,
 };

@@ -149,6 +149,7 @@ typedef struct sim_device_s {
   size_t used;                  /* physical bytes in live handles */
   int live_handles;
   size_t mapped;                /* bytes mapped in this device's reservations */
+  size_t held_by_others;        /* sim_other_process: bytes no handle can get */
   sim_stream_t legacy;
   sim_stream_t *streams;        /* created and per-thread streams */
 } sim_device_t;
@@ -173,6 +174,8 @@ typedef struct sim_state_s {
   sim_resv_t *resv;             /* sorted by va */
   size_t nresv, resv_cap;
   sim_slots_t handles, events, streams;
+  ca_process_t others[CA_BACKEND_MAX_OTHERS]; /* sim_other_process */
+  unsigned nothers;
 } sim_state_t;
 
 extern sim_state_t ca_sim;

@@ -188,7 +188,7 @@ CUresult ca_sim_create_locked(int dev, size_t size, ca_phys_t *handle) {
   if (!ca_sim_valid_device(dev)) return ca_sim_violation(CUDA_ERROR_INVALID_DEVICE);
   sim_device_t *d = &ca_sim.dev[dev];
   if (!size || !aligned(size)) return ca_sim_violation(CUDA_ERROR_INVALID_VALUE);
-  if (size > d->capacity - d->used) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (size > d->capacity - d->held_by_others - d->used) return CUDA_ERROR_OUT_OF_MEMORY;
   sim_handle_t *h = calloc(1, sizeof *h);
   if (!h) return CUDA_ERROR_OUT_OF_MEMORY;
   h->dev = dev;
