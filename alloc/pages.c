@@ -14,6 +14,7 @@
 #include "log.h"
 #include "peers.h"
 #include "segments.h"
+#include "trace.h"
 
 static size_t page_index(const ca_segment_t *seg, uintptr_t addr) {
   return (addr - seg->base) / seg->pool->dev->page;
@@ -67,6 +68,7 @@ static CUresult unmap_runs(ca_device_t *d, ca_segment_t *seg, size_t from, size_
       d->page_cache[d->page_cache_count++] = seg->handles[k];
     }
     ca_stat_add(&d->stats.mapped_bytes, -(int64_t)((j - i) * d->page));
+    ca_trace_mem(d, CA_EV_SEGMENT_UNMAP, seg->base + i * d->page, (j - i) * d->page);
     i = j;
   }
   return worst;
@@ -78,6 +80,7 @@ static void release_cache(ca_device_t *d, size_t keep) {
     if (CA_CALL(d, backend_release, ca_state.be->release(h))) break;
     d->page_cache_count--;
     ca_stat_add(&d->stats.reserved_bytes, -(int64_t)d->page);
+    ca_trace_mem(d, CA_EV_RELEASE, 0, d->page);
   }
 }
 
@@ -106,15 +109,20 @@ void ca_region_teardown(ca_device_t *d, ca_segment_t *seg, bool call_backend) {
 static CUresult create_page(ca_device_t *d, ca_phys_t *h) {
   if ((size_t)d->stats.reserved_bytes.current + d->page > d->limit) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult rc = CA_CALL(d, backend_create, ca_state.be->create(d->ordinal, d->page, h));
-  if (rc == CUDA_SUCCESS) ca_stat_add(&d->stats.reserved_bytes, (int64_t)d->page);
+  if (rc == CUDA_SUCCESS) {
+    ca_stat_add(&d->stats.reserved_bytes, (int64_t)d->page);
+    ca_trace_mem(d, CA_EV_RESERVE, 0, d->page);
+  }
   return rc;
 }
 
-/* Fills the page cache up to n handles: stolen pages first, new ones last. */
-static CUresult gather_pages(ca_device_t *d, size_t n) {
+/* Fills the page cache up to n handles for pages at addr: stolen pages
+ * first, new ones last. */
+static CUresult gather_pages(ca_device_t *d, size_t n, uintptr_t addr) {
   if (d->page_cache_count < n) {
     size_t moved = ca_steal_pages(d, (n - d->page_cache_count) * d->page);
     ca_stat_add(&d->stats.num_page_moves, (int64_t)(moved / d->page));
+    if (moved) ca_trace_mem(d, CA_EV_PAGE_MOVE, addr, moved);
   }
   while (d->page_cache_count < n) {
     ca_phys_t h;
@@ -143,7 +151,7 @@ static size_t settle(ca_device_t *d, ca_segment_t *seg, size_t first, size_t don
 CUresult ca_map_range(ca_device_t *d, ca_segment_t *seg, uintptr_t addr, size_t size, size_t *mapped) {
   size_t first = page_index(seg, addr), n = size / d->page;
   *mapped = 0;
-  CUresult rc = gather_pages(d, n);
+  CUresult rc = gather_pages(d, n, addr);
   if (rc) return rc;
   size_t done = 0;
   for (; done < n; done++) {
@@ -155,6 +163,7 @@ CUresult ca_map_range(ca_device_t *d, ca_segment_t *seg, uintptr_t addr, size_t 
     set_mapped(seg, first + done, true);
   }
   ca_stat_add(&d->stats.mapped_bytes, (int64_t)(done * d->page));
+  if (done) ca_trace_mem(d, CA_EV_SEGMENT_MAP, addr, done * d->page);
   if (!rc) rc = ca_grant_access(d, addr, size);
   *mapped = (rc ? settle(d, seg, first, done) : n) * d->page;
   return rc;
