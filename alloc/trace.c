@@ -109,6 +109,10 @@ void ca_trace_start(void) {
 
 void ca_trace_pause(void) { __atomic_store_n(&ca_trace_recording, false, __ATOMIC_RELEASE); }
 
+void ca_trace_resume(void) {
+  if (mode != MODE_OFF) __atomic_store_n(&ca_trace_recording, true, __ATOMIC_RELEASE);
+}
+
 void ca_trace_stop(void) {
   if (mode == MODE_FULL) {
     ca_trace_buf_stop();

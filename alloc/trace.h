@@ -40,6 +40,9 @@ void ca_trace_start(void);
 /* Stops appending; the caller then lets every device's lock go round once
  * (so that no hook is still appending) and calls ca_trace_stop. */
 void ca_trace_pause(void);
+/* Appending again after a pause (bench/bench_trace.c times the same pairs
+ * with recording on and off, in turn, in one run). */
+void ca_trace_resume(void);
 /* Writes what is left, the call-site table, and closes the log. */
 void ca_trace_stop(void);
 /* Writes the ring (trace_ring) to path (NULL: the log's own path), or in
