@@ -94,7 +94,7 @@ static const conf_key_t keys[] = {
   {"pinned_via", KEY_CHOICE, FIELD(sim.host_register), 0, 0, 0, 0, "alloc|register",
    "CUDA: pin chunks with cuMemHostAlloc (alloc) or mmap + cuMemHostRegister (register)"},
   {"trace", KEY_STRING, FIELD(trace), 0, 0, 0, 0, NULL,
-   "event log of every allocation, free and mapping (%p = pid, %r = rank; docs/trace.md); empty = none"},
+   "event log of every allocation, free and mapping (%p = pid, %r = rank, %h = host; docs/trace.md); empty = none"},
   {"trace_ring", KEY_UINT, FIELD(trace_ring), 0, 1e9, 0, 0, NULL,
    "with trace: keep only the last N events, written at exit, on out-of-memory and by cudalloc_trace_dump (0 = every event)"},
   {"sim_devices", KEY_UINT, FIELD(sim.devices), 1, 16, 0, 0, NULL,
