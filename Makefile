@@ -174,6 +174,7 @@ uninstall:
 include shim/shim.mk
 include kernels/kernels.mk
 include bench/bench.mk
+include bench/trace/trace.mk
 include bench/gpu/gpu.mk
 include bench/replay/replay.mk
 include tests/fuzz/fuzz.mk
@@ -191,6 +192,10 @@ TEST_INC := -Itests -Ikernels $(INC_CORE) -Ialloc/backend/sim -Ishim -Ibench/rep
 $(BUILD)/tests/%: tests/%.c $(LIB_TEST_A) $(KERNEL_LIB) $(wildcard tests/*.h) $(TEST_EXTRA)
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -DCA_TESTING $(TEST_INC) $< $(TEST_EXTRA) -o $@ $(TEST_LIBS) $(LIB_TEST_A) $(KERNEL_LIB) $(SANFLAGS) -lcriterion $(LIBS)
+# The event log's suite reads logs with the tools' reader, and runs the tool.
+$(BUILD)/tests/test_trace: $(TRACE_TOOLS_LIB) $(TRACE_TOOL)
+$(BUILD)/tests/test_trace: TEST_INC += -Ibench/trace
+$(BUILD)/tests/test_trace: TEST_LIBS = $(TRACE_TOOLS_LIB)
 
 $(BUILD)/progs/%: tests/progs/%.c $(wildcard tests/progs/*.h) $(HEADER)
 	@mkdir -p $(@D)

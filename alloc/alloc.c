@@ -20,6 +20,7 @@
 #include "ptrmap.h"
 #include "segments.h"
 #include "streams.h"
+#include "trace.h"
 #include "track.h"
 
 /* Written at exit by whichever thread runs the exit handlers. */
@@ -69,6 +70,7 @@ static void count_alloc(ca_device_t *d, ca_block_t *b) {
 
 static CUresult out_of_memory(ca_device_t *d, size_t size, CUresult rc) {
   ca_stat_add(&d->stats.num_ooms, 1);
+  ca_trace_mem(d, CA_EV_OOM, 0, size);
   ca_oom_report(d, size, rc);
   return rc;
 }
@@ -118,7 +120,10 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_a
     rc = CUDA_SUCCESS;   /* a failed rung of the ladder does not count once a block is found */
     b->requested = size;
     b->site = site;
-    if (ca_ptrmap_insert(&d->live, b)) count_alloc(d, b);
+    if (ca_ptrmap_insert(&d->live, b)) {
+      count_alloc(d, b);
+      ca_trace_alloc(d, b);
+    }
     else {   /* no host memory to remember it: give it back */
       ca_queue_add(d, &d->epoch, b);
       b = NULL;
@@ -200,6 +205,7 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
     ca_stat_add(&d->stats.requested_bytes, -(int64_t)b->requested);
     ca_stat_add(&d->stats.num_frees, 1);
     ca_stat_add(&d->stats.num_live_blocks, -1);
+    ca_trace_free(d, b, ca_stream_normal(stream), sync);
     ca_queue_add(d, queue_for(d, b, ca_stream_normal(stream), sync, unsure), b);
   }
   pthread_mutex_unlock(&d->lock);

@@ -10,6 +10,7 @@
 #include "pinned.h"
 #include "report.h"
 #include "stats.h"
+#include "trace.h"
 
 cudaError_t ca_cuda_error(CUresult err) {
   switch (err) {
@@ -80,6 +81,7 @@ cudaError_t cudalloc_get_address_range(const void *ptr, void **base, size_t *siz
  * that everything freed before the call is given back. */
 static void empty_device(ca_device_t *d, void *arg) {
   (void)arg;
+  ca_trace_mem(d, CA_EV_EMPTY_CACHE, 0, 0);
   ca_fences_wait_all(d);
   ca_fences_poll(d);
   ca_trim(d, 0);
@@ -106,13 +108,22 @@ int cudalloc_check(void) {
 }
 
 static void step_device(ca_device_t *d, void *arg) {
-  (void)arg;
+  ca_trace_mem(d, CA_EV_STEP, *(const uint64_t *)arg, 0);
   ca_fences_seal(d);
   ca_fences_poll(d);
   ca_oom_on_step(d);
 }
 
-void cudalloc_step(void) { ca_each_device(step_device, NULL); }
+void cudalloc_step(void) {
+  static uint64_t steps;
+  uint64_t n = __atomic_add_fetch(&steps, 1, __ATOMIC_RELAXED);
+  ca_each_device(step_device, &n);
+}
+
+cudaError_t cudalloc_trace_dump(const char *path) {
+  CUresult rc = ca_init(NULL);
+  return ca_cuda_error(rc ? rc : ca_trace_dump(path));
+}
 
 cudaError_t cudalloc_get_stats(int device, cudalloc_stats_t *out) {
   if (!out) return cudaErrorInvalidValue;

@@ -97,6 +97,10 @@ static const conf_key_t keys[] = {
   {"oom_report", KEY_STRING, FIELD(oom_report), 0, 0, 0, 0, NULL,
    "path prefix of the out-of-memory reports (.txt, .json; %p = pid, %r = rank); empty = <report>-oom, "
    "else $TMPDIR/cudalloc-oom-%p; off = stderr only"},
+  {"trace", KEY_STRING, FIELD(trace), 0, 0, 0, 0, NULL,
+   "event log of every allocation, free and mapping (%p = pid, %r = rank, %h = host; docs/trace.md); empty = none"},
+  {"trace_ring", KEY_UINT, FIELD(trace_ring), 0, 1e9, 0, 0, NULL,
+   "with trace: keep only the last N events, written at exit, on out-of-memory and by cudalloc_trace_dump (0 = every event)"},
   {"sim_devices", KEY_UINT, FIELD(sim.devices), 1, 16, 0, 0, NULL,
    "number of simulated devices"},
   {"sim_capacity_mb", KEY_BYTES, FIELD(sim.capacity), 1, 1 << 20, 1 << 20, 0, NULL,

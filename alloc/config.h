@@ -42,6 +42,8 @@ typedef struct ca_config_s {
   int report_signal;            /* signal that asks for the reports; 0: none */
   uint64_t pinned_cache;        /* bytes of free pinned chunks kept */
   char oom_report[CA_CONFIG_PATH_MAX]; /* out-of-memory report prefix; "" default, "off" none */
+  char trace[CA_CONFIG_PATH_MAX];  /* event log path, %p pid, %r rank, %h host; "" off */
+  uint64_t trace_ring;          /* keep only the last N events, dumped at exit and on OOM; 0 all */
   ca_backend_options_t sim;     /* the sim_* keys, handed to the backend's init */
 } ca_config_t;
 

@@ -21,6 +21,7 @@
 #include "blocks.h"
 #include "log.h"
 #include "streams.h"
+#include "trace.h"
 
 ca_stream_t ca_stream_normal(ca_stream_t s) { return s ? s : CA_STREAM_LEGACY; }
 
@@ -273,6 +274,7 @@ static size_t release_fence(ca_device_t *d, ca_queue_t *q, ca_fence_t *f) {
     ca_block_t *b = f->blocks;
     ca_queue_remove(d, b);
     bytes += b->size;
+    ca_trace_free_completed(d, b);
     ca_block_release(d, b);
   }
   ca_stat_add(&d->stats.active_bytes, -(int64_t)bytes);

@@ -17,6 +17,9 @@
  *   debug
  *   types
  *   bins ptrmap track streams peers
+ *   trace_log
+ *   trace_ring trace_buf
+ *   trace
  *   blocks
  *   segments fence
  *   pages
@@ -47,6 +50,8 @@
  *   check      cudalloc_check                      report  exit and leak reports
  *   demand     reports on a signal, written by the next allocator call
  *   oom        the out-of-memory report            oom_verdict  its verdict, from figures alone
+ *   trace_log  the event log's file, call-site ids trace_ring  the last N events (trace_ring)
+ *   trace_buf  per-thread event buffers, writer    trace   the event log's hooks, start, dump
  *   alloc, api, lifecycle: the entry points (include/core.h, include/cudalloc.h)
  *
  * This header includes them all, for the test suites; no core file
@@ -76,6 +81,10 @@
 #include "segments.h"
 #include "stats.h"
 #include "streams.h"
+#include "trace.h"
+#include "trace_buf.h"
+#include "trace_log.h"
+#include "trace_ring.h"
 #include "track.h"
 
 #endif /* CUDALLOC_INTERNAL_H */

@@ -15,6 +15,7 @@
 #include "rank.h"
 #include "report.h"
 #include "streams.h"
+#include "trace.h"
 #include "track.h"
 
 /* Where ca_init stands is ca_state.init (ca_ready() reads it). */
@@ -61,6 +62,7 @@ static CUresult start(const char *conf) {
   pthread_once(&first_start_once, first_start);
   ca_report_check_job();
   ca_demand_arm(ca_config.report_signal);
+  ca_trace_start();
   return CUDA_SUCCESS;
 }
 
@@ -117,9 +119,20 @@ static void drop_devices(bool call_backend) {
   }
 }
 
+static void no_op(ca_device_t *d, void *arg) { (void)d, (void)arg; }
+
+/* Every hook runs under its device's lock: once each lock has gone round,
+ * no hook is still appending, and the log can be closed whole. */
+static void close_trace(void) {
+  ca_trace_pause();
+  ca_each_device(no_op, NULL);
+  ca_trace_stop();
+}
+
 void cudalloc_shutdown(void) {
   pthread_mutex_lock(&init_lock);
   if (ca_state.init == CA_INIT_OK) {
+    close_trace();
     ca_report_shutdown();   /* live blocks are leaks: reported, not freed */
     ca_pinned_shutdown();
     drop_devices(true);
@@ -148,6 +161,7 @@ void ca_fork_child(void) {
   for (int i = 0; i < CA_MAX_DEVICES; i++) abandoned[i] = ca_state.devices[i];
   if (ca_state.be) ca_state.be->abandon();
   ca_pinned_fork_child();
+  ca_trace_fork_child();
   drop_devices(false);
   ca_oom_forget(true);
   ca_streams_forget(true);
@@ -170,6 +184,7 @@ void ca_exit(void) {
     ca_log_block_end(&b);
   }
   ca_report_write_files();
+  close_trace();
   /* From here on the driver may be gone: no further device call. */
   __atomic_store_n(&ca_state.exited, true, __ATOMIC_RELEASE);
 }

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "peers.h"
 #include "segments.h"
+#include "trace.h"
 
 static size_t page_index(const ca_segment_t *seg, uintptr_t addr) {
   return (addr - seg->base) / seg->pool->dev->page;
@@ -86,6 +87,7 @@ static CUresult unmap_runs(ca_device_t *d, ca_segment_t *seg, size_t from, size_
       cache_put(d, seg->pages[k]);
     }
     ca_stat_add(&d->stats.mapped_bytes, -(int64_t)((j - i) * d->page));
+    ca_trace_mem(d, CA_EV_SEGMENT_UNMAP, seg->base + i * d->page, (j - i) * d->page);
     i = j;
   }
   return worst;
@@ -102,6 +104,7 @@ static void release_cache(ca_device_t *d) {
       continue;
     }
     ca_stat_add(&d->stats.reserved_bytes, -(int64_t)(c->pages * d->page));
+    ca_trace_mem(d, CA_EV_RELEASE, 0, c->pages * d->page);
     c->pages = 0;   /* released: its cache entries go below */
     any = true;
     link = &c->next;
@@ -172,6 +175,7 @@ static CUresult create_chunk(ca_device_t *d, size_t n) {
     return rc;
   }
   ca_stat_add(&d->stats.reserved_bytes, (int64_t)(n * d->page));
+  ca_trace_mem(d, CA_EV_RESERVE, 0, n * d->page);
   c->pages = n;
   c->next = d->chunks;
   d->chunks = c;
@@ -202,25 +206,27 @@ static size_t chunk_pages(const ca_device_t *d, size_t n) {
   return want < room ? want : (n > room ? n : room);
 }
 
-static void move_pages(ca_device_t *d, size_t n) {
+/* Pages moved out of free holes for pages at addr. */
+static void move_pages(ca_device_t *d, size_t n, uintptr_t addr) {
   size_t moved = ca_steal_pages(d, n * d->page);
   ca_stat_add(&d->stats.num_page_moves, (int64_t)(moved / d->page));
+  if (moved) ca_trace_mem(d, CA_EV_PAGE_MOVE, addr, moved);
 }
 
 /* Fills the page cache up to n pages: new ones while memory is not short
  * (one chunk for all that are missing, a few more for small growths),
  * else pages moved out of free holes first; when a create fails, moved
  * pages, then new ones again. */
-static CUresult gather_pages(ca_device_t *d, size_t n) {
+static CUresult gather_pages(ca_device_t *d, size_t n, uintptr_t addr) {
   if (d->page_cache_count >= n) return CUDA_SUCCESS;
   bool moved = short_of_memory(d, n - d->page_cache_count);
-  if (moved) move_pages(d, n - d->page_cache_count);
+  if (moved) move_pages(d, n - d->page_cache_count, addr);
   if (d->page_cache_count >= n) return CUDA_SUCCESS;
   size_t missing = n - d->page_cache_count, more = moved ? missing : chunk_pages(d, missing);
   CUresult rc = create_chunk(d, more);
   if (rc != CUDA_SUCCESS && more > missing) rc = create_chunk(d, missing);   /* the least, if more would not go */
   if (rc == CUDA_SUCCESS || moved) return rc;
-  move_pages(d, n - d->page_cache_count);
+  move_pages(d, n - d->page_cache_count, addr);
   return d->page_cache_count >= n ? CUDA_SUCCESS : create_chunk(d, n - d->page_cache_count);
 }
 
@@ -242,7 +248,7 @@ static size_t settle(ca_device_t *d, ca_segment_t *seg, size_t first, size_t don
 CUresult ca_map_range(ca_device_t *d, ca_segment_t *seg, uintptr_t addr, size_t size, size_t *mapped) {
   size_t first = page_index(seg, addr), n = size / d->page;
   *mapped = 0;
-  CUresult rc = gather_pages(d, n);
+  CUresult rc = gather_pages(d, n, addr);
   if (rc) return rc;
   size_t done = 0;
   for (; done < n; done++) {
@@ -254,6 +260,7 @@ CUresult ca_map_range(ca_device_t *d, ca_segment_t *seg, uintptr_t addr, size_t 
     set_mapped(seg, first + done, true);
   }
   ca_stat_add(&d->stats.mapped_bytes, (int64_t)(done * d->page));
+  if (done) ca_trace_mem(d, CA_EV_SEGMENT_MAP, addr, done * d->page);
   if (!rc) rc = ca_grant_access(d, addr, size);
   *mapped = (rc ? settle(d, seg, first, done) : n) * d->page;
   return rc;

@@ -10,6 +10,7 @@
 #include "blocks.h"
 #include "log.h"
 #include "peers.h"
+#include "trace.h"
 
 size_t ca_classic_segment_size(size_t rounded) {
   if (rounded <= CA_SMALL_REQUEST) return CA_CLASSIC_SMALL_SEGMENT;
@@ -30,11 +31,13 @@ static CUresult give_back(ca_device_t *d, ca_segment_t *seg) {
     if ((rc = CA_CALL(d, backend_unmap, be->unmap(seg->base, seg->size)))) return rc;
     seg->held &= ~HELD_MAPPING;
     ca_stat_add(&d->stats.mapped_bytes, -(int64_t)seg->size);
+    ca_trace_mem(d, CA_EV_SEGMENT_UNMAP, seg->base, seg->size);
   }
   if (seg->held & HELD_HANDLE) {
     if ((rc = CA_CALL(d, backend_release, be->release(seg->handle)))) return rc;
     seg->held &= ~HELD_HANDLE;
     ca_stat_add(&d->stats.reserved_bytes, -(int64_t)seg->size);
+    ca_trace_mem(d, CA_EV_RELEASE, seg->base, seg->size);
   }
   if (seg->held & HELD_RANGE) {
     if ((rc = CA_CALL(d, backend_va_free, be->va_free(seg->base, seg->size)))) return rc;
@@ -75,9 +78,11 @@ static CUresult map_segment(ca_device_t *d, ca_segment_t *seg) {
   if (!(rc = CA_CALL(d, backend_create, be->create(d->ordinal, seg->size, &seg->handle)))) {
     seg->held |= HELD_HANDLE;
     ca_stat_add(&d->stats.reserved_bytes, (int64_t)seg->size);
+    ca_trace_mem(d, CA_EV_RESERVE, seg->base, seg->size);
     if (!(rc = CA_CALL(d, backend_map, be->map(seg->base, seg->size, seg->handle, 0)))) {
       seg->held |= HELD_MAPPING;
       ca_stat_add(&d->stats.mapped_bytes, (int64_t)seg->size);
+      ca_trace_mem(d, CA_EV_SEGMENT_MAP, seg->base, seg->size);
       rc = ca_grant_access(d, seg->base, seg->size);
     }
   }

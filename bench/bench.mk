@@ -8,6 +8,8 @@
 #   $(BUILD)/bench/bench_alloc    the pair benchmark (links libcudalloc.a and jemalloc)
 #   $(BUILD)/bench/bench_pinned   pinned host memory: the cache vs uncached pinning vs jemalloc
 #   $(BUILD)/bench/libstepspy.so  counts backend calls per workload step (preloaded)
+#   $(BUILD)/bench/bench_trace    the event log's cost per event, recording on vs off
+#                                 (docs/trace.md; about 5 s, not part of make bench)
 #   make bench-pack               copies jemalloc's header and static library into
 #                                 build/gpu-pack/jemalloc, for a GPU machine without
 #                                 jemalloc (after `bash bench/gpu-check.sh --pack`)
@@ -16,6 +18,7 @@
 
 BENCH_ALLOC := $(BUILD)/bench/bench_alloc
 BENCH_SPY := $(BUILD)/bench/libstepspy.so
+BENCH_TRACE := $(BUILD)/bench/bench_trace
 # The unprefixed jemalloc API (mallocx/dallocx): Debian's libjemalloc-dev, or a
 # packed copy (JEMALLOC_CFLAGS=-I<dir>/include JEMALLOC_LIBS=<dir>/libjemalloc.a).
 JEMALLOC_CFLAGS ?=
@@ -32,6 +35,11 @@ BENCH_PINNED := $(BUILD)/bench/bench_pinned
 $(BENCH_PINNED): bench/bench_pinned.c bench/bench.h $(LIB_A) $(HEADER)
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $(SANFLAGS) $(JEMALLOC_CFLAGS) -Ibench $< -o $@ $(LIB_A) $(JEMALLOC_LIBS) $(CUDART) $(LIBS)
+
+# The event log's recording cost (docs/trace.md); run alone: taskset -c 0 $(BENCH_TRACE).
+$(BENCH_TRACE): bench/bench_trace.c bench/bench.h $(LIB_A) $(HEADER)
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) $(SANFLAGS) -Ibench $< -o $@ $(LIB_A) $(CUDART) $(LIBS)
 
 $(BENCH_SPY): bench/step_spy.c $(HEADER)
 	@mkdir -p $(@D)

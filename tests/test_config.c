@@ -546,8 +546,8 @@ Test(config, print_lists_every_key_with_its_value) {
 static const char *all_keys[] = {"backend", "expandable_segments", "max_split_size_mb",
                                  "garbage_collection_threshold", "roundup_power2_divisions", "memory_cap_mb",
                                  "memory_fraction", "free_mode", "torch_free", "track", "track_depth", "quiet",
-                                 "summary", "report", "report_signal", "oom_report", "sim_devices", "sim_capacity_mb",
-                                 "sim_granularity_kb",
+                                 "summary", "report", "report_signal", "oom_report", "trace", "trace_ring",
+                                 "sim_devices", "sim_capacity_mb", "sim_granularity_kb",
                                  "sim_events", "sim_lag_ops", "sim_no_vmm", "sim_fail", "sim_fail_rate", "sim_seed",
                                  "sim_latency", "pinned_cache_mb", "pinned_via", "sim_pinned_mb", "sim_other_process"};
 

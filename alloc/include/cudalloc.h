@@ -113,6 +113,15 @@ CUDALLOC_API cudaError_t cudalloc_get_address_range(const void *ptr, void **base
  * describe the step's settled state. */
 CUDALLOC_API void cudalloc_step(void);
 
+/* The event log (CUDALLOC_CONF=trace:PATH; docs/trace.md). With
+ * trace_ring:N, writes the last N events to path (NULL: the trace path)
+ * as a complete log, and recording goes on. Without a ring, path must be
+ * NULL: every event recorded so far is written to the log now.
+ * cudaErrorInitializationError when no log is being recorded,
+ * cudaErrorInvalidValue for a path in full mode, cudaErrorUnknown when the
+ * file could not be written. */
+CUDALLOC_API cudaError_t cudalloc_trace_dump(const char *path);
+
 // ----------------------------------------------------------------------------
 // Statistics and checks
 // ----------------------------------------------------------------------------

@@ -2,10 +2,12 @@
  * recorder in the core and by the tools that import, export and replay
  * logs, so that a log written by one version is read the same way by all.
  *
- * A log file is a header (magic "CUDALLOCTRC", format version) followed
- * by fixed-size records, then the call-site table; docs/trace.md is the
- * format's reference. Fixed size and no pointers: a log is read on another
- * machine, by another process, or mapped and walked without parsing. */
+ * A log file is a header (ca_trace_header_t: magic "CUDALLOCTRC", format
+ * version) followed by fixed-size records, then an end record
+ * (CA_EV_LOG_END) and the call-site table; docs/trace.md is the format's
+ * reference. Fixed size and no pointers: a log is read on another machine,
+ * by another process, or mapped and walked without parsing. All integers
+ * are little-endian. */
 #ifndef CUDALLOC_TRACE_H
 #define CUDALLOC_TRACE_H
 
@@ -15,23 +17,30 @@
 #define CA_TRACE_VERSION 1
 
 typedef enum {
-  CA_EV_ALLOC = 1,          /* a block handed out */
-  CA_EV_FREE,               /* freed by a synchronous call (cudaFree) */
+  CA_EV_ALLOC = 1,          /* a block handed out: size requested, extra = rounding */
+  CA_EV_FREE,               /* freed by a synchronous call (cudaFree); stream: the block's */
   CA_EV_FREE_ASYNC,         /* freed stream-ordered (cudaFreeAsync) on stream */
-  CA_EV_FREE_COMPLETED,     /* a pending free's device work completed: reusable */
+  CA_EV_FREE_COMPLETED,     /* pending frees' device work completed: [addr, addr+size) reusable */
   CA_EV_SEGMENT_MAP,        /* physical memory mapped at addr, size bytes */
   CA_EV_SEGMENT_UNMAP,      /* physical memory unmapped */
-  CA_EV_PAGE_MOVE,          /* a page moved out of a free hole (addr: its new place) */
+  CA_EV_PAGE_MOVE,          /* size bytes of pages taken out of free blocks, mapped again at addr */
   CA_EV_EMPTY_CACHE,        /* the program released the cache */
   CA_EV_STEP,               /* a step mark (addr: the step number) */
   CA_EV_OOM,                /* an allocation of size bytes finally failed */
-  CA_EV_KIND_END
+  CA_EV_RESERVE,            /* size bytes of physical memory taken from the driver */
+  CA_EV_RELEASE,            /* size bytes of physical memory given back to the driver */
+  CA_EV_KIND_END,
+  CA_EV_LOG_END = 0x7fff    /* not an event: the record that ends the events (below) */
 } ca_trace_kind_t;
 
 /* One event (named ca_trace_event_t, not ca_event_t: that is the backend's
- * driver event, backend.h). time_ns: CLOCK_MONOTONIC since the log began. stream: the
- * CUDA stream handle as the program saw it (0 legacy, 2 per-thread). site:
- * an index into the log's call-site table, 0 when none was recorded. */
+ * driver event, backend.h). time_ns: CLOCK_MONOTONIC since the log began;
+ * the events of one device are strictly increasing in time (the log's order for a
+ * device). stream: the CUDA stream handle as the program saw it (1 legacy,
+ * 2 per-thread). site: an index into the log's call-site table, 0 when none
+ * was recorded (a free carries the site of its allocation). thread: the
+ * thread's Linux id. extra: ALLOC and frees, the bytes the block spans
+ * beyond size (its rounding); zero elsewhere. */
 typedef struct {
   uint64_t time_ns;
   uint64_t addr;
@@ -41,9 +50,35 @@ typedef struct {
   uint32_t thread;
   uint16_t kind;   /* ca_trace_kind_t */
   int16_t device;
-  uint32_t reserved; /* zero; room for flags without a new version */
+  uint32_t extra;
 } ca_trace_event_t;
 
 _Static_assert(sizeof(ca_trace_event_t) == 48, "the log's record size is part of its format");
+
+/* CA_EV_LOG_END's fields: size = events written before it, addr = sites in
+ * the table that follows, stream = events the recorder could not keep
+ * (ring mode: older than the ring; else none may be lost), time_ns = when
+ * the log was closed. */
+
+/* The header, at offset 0. */
+#define CA_TRACE_FLAG_RING 1u   /* the events are the last ones of a ring (trace_ring) */
+typedef struct {
+  char magic[12];          /* CA_TRACE_MAGIC and a NUL */
+  uint32_t version;        /* CA_TRACE_VERSION */
+  uint32_t header_size;    /* sizeof(ca_trace_header_t): the records start there */
+  uint32_t record_size;    /* sizeof(ca_trace_event_t) */
+  uint32_t flags;          /* CA_TRACE_FLAG_* */
+  uint32_t pid;
+  uint64_t start_unix_ns;  /* wall clock when time_ns was 0 */
+  uint64_t reserved;       /* zero */
+  char host[64];           /* gethostname, NUL-terminated */
+} ca_trace_header_t;
+
+_Static_assert(sizeof(ca_trace_header_t) == 112, "the header's size is part of the format");
+
+/* The call-site table after CA_EV_LOG_END, one entry per site 1..n:
+ *   uint32 id, uint32 nframes, then per frame: uint64 pc, uint32 len,
+ *   len bytes of text (ca_track_symbolize's line, no NUL).
+ * Frames are innermost first; frame 0 names the site (ca_track_name). */
 
 #endif /* CUDALLOC_TRACE_H */

@@ -1,0 +1,45 @@
+/* "trace_log.c": the event log's file (header, records, end record,
+ * call-site table) and the call-site ids its records carry. */
+#ifndef CUDALLOC_TRACE_LOG_H
+#define CUDALLOC_TRACE_LOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cudalloc_trace.h"
+
+/* The log's clock: CLOCK_MONOTONIC nanoseconds since ca_trace_log_clock_start. */
+void ca_trace_log_clock_start(void);
+uint64_t ca_trace_log_now(void);
+uint64_t ca_trace_log_start_unix_ns(void);
+
+/* The id of a call site (a ca_track_site pointer) in the log's table, 1
+ * on; 0 for NULL or when no memory was left to remember it. Ids last until
+ * ca_trace_log_forget_sites. */
+uint32_t ca_trace_log_site_id(const void *site);
+void ca_trace_log_forget_sites(void);
+
+/* A log file being written: header first, then records. */
+/* Written through its own buffer, not stdio: a fork child must be able to
+ * drop the parent's unwritten bytes (stdio would write them at its exit). */
+#define CA_TRACE_FILE_BUF (64u << 10)
+typedef struct ca_trace_file_s {
+  int fd;            /* -1: closed */
+  uint64_t events;   /* records written */
+  bool failed;       /* a write failed (said once) */
+  size_t used;
+  unsigned char buf[CA_TRACE_FILE_BUF];
+} ca_trace_file_t;
+
+/* Creates path and writes the header; false (said on stderr) when it
+ * cannot. */
+bool ca_trace_file_open(ca_trace_file_t *tf, const char *path, uint32_t flags);
+void ca_trace_file_write(ca_trace_file_t *tf, const ca_trace_event_t *ev, size_t n);
+/* Writes the buffered bytes to the file. */
+void ca_trace_file_flush(ca_trace_file_t *tf);
+/* Writes the end record (lost: events the recorder could not keep) and
+ * the call-site table, and closes; false when any write failed. */
+bool ca_trace_file_close(ca_trace_file_t *tf, uint64_t lost);
+
+#endif /* CUDALLOC_TRACE_LOG_H */
