@@ -57,7 +57,7 @@ Test(replay, live_bytes_at_the_end_are_the_snapshots) {
                      (unsigned long long)want[d]);
         cr_assert_eq(r.events, s->events[d] + (d == 0 ? s->pre : 0));
       }
-    ca_trace_free(&t);
+    ca_trace_dispose(&t);
   }
 }
 
@@ -83,7 +83,7 @@ Test(replay, deterministic) {
     cr_assert(same_run(&a, &b), "two replays (%s) differ: reserved %lld vs %lld", expandable ? "expandable" : "classic",
               (long long)a.stats.reserved_bytes.peak, (long long)b.stats.reserved_bytes.peak);
   }
-  ca_trace_free(&t);
+  ca_trace_dispose(&t);
   shared_path(path, sizeof path, "cs336-transformer-step.pickle");
   import_ok(path, &t);
   ca_replay_opts_t o = {.device = 0, .expandable = true};
@@ -93,7 +93,7 @@ Test(replay, deterministic) {
   cr_assert_eq(ca_replay_min_capacity(&t, o, &c1, &runs, err, sizeof err), 0, "%s", err);
   cr_assert_eq(ca_replay_min_capacity(&t, o, &c2, &runs, err, sizeof err), 0, "%s", err);
   cr_assert_eq(c1, c2);
-  ca_trace_free(&t);
+  ca_trace_dispose(&t);
 }
 
 /* The smallest capacity is a threshold: the trace runs at it, and one
@@ -122,7 +122,7 @@ Test(replay, smallest_capacity_is_the_threshold) {
     cr_assert_gt(r.ooms, 0, "one page less fits too (%s): not the smallest", expandable ? "expandable" : "classic");
     cr_assert(strstr(buf, "out of memory") != NULL);
   }
-  ca_trace_free(&t);
+  ca_trace_dispose(&t);
 }
 
 /* Blocks live before the trace are allocated first, and count in the
@@ -139,7 +139,7 @@ Test(replay, pre_trace_blocks_are_allocated_first) {
   r = replay(&t, 1, true, false);
   cr_assert_eq(r.allocs, 1);
   cr_assert_eq(r.stats.requested_bytes.current, 0);
-  ca_trace_free(&t);
+  ca_trace_dispose(&t);
 }
 
 /* --honour-empty-cache gives the cache back where the program did; without
@@ -151,7 +151,7 @@ Test(replay, honour_empty_cache) {
   cr_assert_eq(kept.stats.backend_release.total, 0, "nothing released unless the trace's empty_cache is honoured");
   cr_assert_gt(honoured.stats.backend_release.total, 0, "the program's empty_cache released the cached pages");
   cr_assert_lt(honoured.stats.reserved_bytes.current, kept.stats.reserved_bytes.current);
-  ca_trace_free(&t);
+  ca_trace_dispose(&t);
 }
 
 /* An RMM log replays too; its failed allocation is not replayed as one. */
@@ -163,5 +163,5 @@ Test(replay, rmm_log) {
   cr_assert_eq(r.frees, 2);
   cr_assert_eq(r.stats.requested_bytes.peak, 3072);
   cr_assert_eq(r.stats.requested_bytes.current, 0);
-  ca_trace_free(&t);
+  ca_trace_dispose(&t);
 }

@@ -34,7 +34,7 @@ Test(import, shared_snapshots_have_their_events_per_device) {
       cr_assert_eq(ca_trace_count(&t, d), s->events[d], "%s: device %d has %zu events, README says %zu", s->file, d,
                    ca_trace_count(&t, d), s->events[d]);
     cr_assert_eq(t.pre_end, s->pre, "%s: %zu blocks live before the trace, README says %zu", s->file, t.pre_end, s->pre);
-    ca_trace_free(&t);
+    ca_trace_dispose(&t);
   }
 }
 
@@ -66,7 +66,7 @@ Test(import, shared_snapshots_give_pytorchs_own_figures) {
               want[i].file, want[i].dev, live, want[i].live);
     cr_assert(res >= want[i].reserved - 0.05 && res < want[i].reserved + want[i].tol,
               "%s dev %d: reserved %.2f MiB, README %.1f", want[i].file, want[i].dev, res, want[i].reserved);
-    ca_trace_free(&t);
+    ca_trace_dispose(&t);
   }
 }
 
@@ -101,7 +101,7 @@ static void check_tiny(const char *path) {
   cr_assert_eq(t.origin[0].peak_reserved, 20 * MiB);
   cr_assert_eq(t.origin[0].live_end, 5 * MiB - 100);
   cr_assert_eq(t.origin[1].peak_reserved, 2 * MiB);
-  ca_trace_free(&t);
+  ca_trace_dispose(&t);
 }
 
 Test(import, tiny_snapshot_protocol_4) { check_tiny(TINY); }
@@ -122,7 +122,7 @@ Test(import, every_truncation_of_a_snapshot_is_an_offset_error) {
     memcpy(cut, buf, len);
     cr_assert_eq(import_bytes("cut.pickle", cut, len, &t, &err), -1, "a file cut at %zu bytes was accepted", len);
     if (len >= 2) cr_assert(strstr(err.msg, "byte offset") != NULL, "cut at %zu: '%s'", len, err.msg);
-    ca_trace_free(&t);
+    ca_trace_dispose(&t);
     free(cut);
   }
   free(buf);
@@ -141,7 +141,7 @@ Test(import, an_opcode_that_is_not_plain_data_names_its_offset) {
   ca_import_error_t err;
   cr_assert_eq(import_bytes(path, buf, n, &t, &err), -1);
   cr_assert(strstr(err.msg, "byte offset 2: opcode 0x63") != NULL, "got '%s'", err.msg);
-  ca_trace_free(&t);
+  ca_trace_dispose(&t);
   free(buf);
 }
 
@@ -171,7 +171,7 @@ Test(import, malformed_pickles) {
     ca_import_error_t err;
     cr_assert_eq(import_bytes("x.pickle", cases[i].bytes, cases[i].n, &t, &err), -1, "case %zu accepted", i);
     cr_assert(strstr(err.msg, cases[i].want) != NULL, "case %zu: got '%s', wanted '%s'", i, err.msg, cases[i].want);
-    ca_trace_free(&t);
+    ca_trace_dispose(&t);
   }
 }
 
@@ -188,7 +188,7 @@ Test(import, a_snapshot_entry_without_its_address_is_named) {
   ca_import_error_t err;
   cr_assert_eq(import_bytes("x.pickle", buf, n, &t, &err), -1);
   cr_assert(strstr(err.msg, "device_traces[0][0]: 'addr' is missing") != NULL, "got '%s'", err.msg);
-  ca_trace_free(&t);
+  ca_trace_dispose(&t);
 }
 
 // ----------------------------------------------------------------------------
@@ -210,7 +210,7 @@ Test(import, rmm_csv_log) {
   cr_assert_eq(t.ev[4].kind, CA_EV_FREE_ASYNC, "deallocate, newer RMM's name for free");
   cr_assert_eq(t.ev[6].kind, CA_EV_OOM);
   cr_assert_eq(t.ev[6].size, 99999999999ull);
-  ca_trace_free(&t);
+  ca_trace_dispose(&t);
 }
 
 /* Inputs tried: the small log with one line broken in each way; the error
@@ -236,7 +236,7 @@ Test(import, rmm_csv_rejects_a_malformed_line_with_its_number) {
     ca_import_error_t err;
     cr_assert_eq(import_bytes("log.csv", csv, strlen(csv), &t, &err), -1, "case %zu accepted", i);
     cr_assert(strstr(err.msg, cases[i].want) != NULL, "case %zu: got '%s'", i, err.msg);
-    ca_trace_free(&t);
+    ca_trace_dispose(&t);
   }
 }
 
@@ -246,7 +246,7 @@ Test(import, rmm_csv_needs_its_header) {
   ca_import_error_t err;
   cr_assert_eq(import_bytes("log.csv", csv, sizeof csv - 1, &t, &err), -1);
   cr_assert(strstr(err.msg, "rmm csv: line 1: expected the header") != NULL, "got '%s'", err.msg);
-  ca_trace_free(&t);
+  ca_trace_dispose(&t);
 }
 
 // ----------------------------------------------------------------------------
@@ -270,5 +270,5 @@ Test(import, an_unknown_format_is_refused_by_name) {
   cr_assert(strstr(err.msg, "notes.txt: not a format cudalloc reads") != NULL, "got '%s'", err.msg);
   cr_assert_eq(ca_import_file("/nonexistent/x.pickle", &t, &err), -1);
   cr_assert(strstr(err.msg, "No such file") != NULL, "got '%s'", err.msg);
-  ca_trace_free(&t);
+  ca_trace_dispose(&t);
 }

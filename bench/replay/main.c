@@ -162,7 +162,7 @@ static int replay_file(const char *path, const args_t *a) {
   ca_trace_init(&t);
   if (ca_import_file(path, &t, &err)) {
     fprintf(stderr, "cudalloc-replay: %s\n", err.msg);
-    ca_trace_free(&t);
+    ca_trace_dispose(&t);
     return -1;
   }
   if (!a->table && !a->economy)
@@ -189,7 +189,7 @@ static int replay_file(const char *path, const args_t *a) {
     int best = a->modes[1] && (!a->modes[0] || m[1].min_capacity <= m[0].min_capacity) ? 1 : 0;
     print_verdict(&t.origin[dev], &m[best], best ? "expandable segments" : "classic segments");
   }
-  ca_trace_free(&t);
+  ca_trace_dispose(&t);
   return rc;
 }
 

@@ -8,7 +8,7 @@
 
 void ca_trace_init(ca_trace_t *t) { memset(t, 0, sizeof *t); }
 
-void ca_trace_free(ca_trace_t *t) {
+void ca_trace_dispose(ca_trace_t *t) {
   free(t->ev);
   ca_trace_init(t);
 }

@@ -38,7 +38,7 @@ typedef struct {
 } ca_trace_t;
 
 void ca_trace_init(ca_trace_t *t);
-void ca_trace_free(ca_trace_t *t);
+void ca_trace_dispose(ca_trace_t *t);
 /* Appends e; false when memory runs out or e's device is out of range. */
 bool ca_trace_push(ca_trace_t *t, const ca_trace_event_t *e);
 /* Events of device dev after the pre-trace blocks (what the trace recorded). */

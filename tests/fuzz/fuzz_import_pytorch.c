@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     REQUIRE(rc == -1);
     REQUIRE(strncmp(err.msg, "pytorch snapshot: ", 18) == 0);
   }
-  ca_trace_free(&t);
+  ca_trace_dispose(&t);
   free(copy);
   return 0;
 }

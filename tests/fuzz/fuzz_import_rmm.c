@@ -33,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   } else {
     REQUIRE(strncmp(err.msg, "rmm csv: line ", 14) == 0);
   }
-  ca_trace_free(&t);
+  ca_trace_dispose(&t);
   free(copy);
   return 0;
 }
