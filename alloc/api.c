@@ -9,6 +9,7 @@
 #include "pinned.h"
 #include "report.h"
 #include "stats.h"
+#include "step.h"
 
 cudaError_t ca_cuda_error(CUresult err) {
   switch (err) {
@@ -110,7 +111,10 @@ static void step_device(ca_device_t *d, void *arg) {
   ca_fences_poll(d);
 }
 
-void cudalloc_step(void) { ca_each_device(step_device, NULL); }
+void cudalloc_step(void) {
+  ca_step_mark();
+  ca_each_device(step_device, NULL);
+}
 
 cudaError_t cudalloc_get_stats(int device, cudalloc_stats_t *out) {
   if (!out) return cudaErrorInvalidValue;

@@ -14,6 +14,7 @@
  *   rank
  *   log
  *   config jemalloc_private
+ *   step stackwalk symbolize pystack
  *   debug
  *   types
  *   bins ptrmap track streams peers
@@ -24,7 +25,7 @@
  *   device
  *   pinned_chunks
  *   pinned
- *   stats check
+ *   stats check leaks
  *   report
  *   demand
  *   alloc api lifecycle
@@ -44,7 +45,10 @@
  *   pinned_chunks  the pinned arena's extent hooks and chunks
  *   pinned     pinned host memory (cudaHostAlloc): blocks, copies in flight
  *   jemalloc_private  the private jemalloc's API (ca_je_*)
- *   check      cudalloc_check                      report  exit, leak and OOM reports
+ *   step       the step count                      stackwalk  the program's stack, cached
+ *   symbolize  addresses as function, file:line    pystack Python frames (track:python)
+ *   check      cudalloc_check                      leaks   the leak report (text, JSON)
+ *   report     exit and OOM reports, report files
  *   demand     reports on a signal, written by the next allocator call
  *   alloc, api, lifecycle: the entry points (include/core.h, include/cudalloc.h)
  *
@@ -62,18 +66,23 @@
 #include "device.h"
 #include "env.h"
 #include "fence.h"
+#include "leaks.h"
 #include "lifecycle.h"
 #include "pages.h"
 #include "peers.h"
 #include "pinned.h"
 #include "pinned_chunks.h"
 #include "pool.h"
+#include "pystack.h"
 #include "ptrmap.h"
 #include "rank.h"
 #include "report.h"
 #include "segments.h"
 #include "stats.h"
+#include "step.h"
 #include "streams.h"
+#include "symbolize.h"
 #include "track.h"
+#include "stackwalk.h"
 
 #endif /* CUDALLOC_INTERNAL_H */
