@@ -14,8 +14,8 @@
  *   rank
  *   log
  *   config jemalloc_private
- *   step stackwalk symbolize pystack
  *   debug
+ *   step stackwalk symbolize pystack
  *   types
  *   bins ptrmap track streams peers
  *   blocks
