@@ -194,7 +194,7 @@ int64_t ca_leaks_report(FILE *f, size_t max_groups) {
     fprintf(f, P "... and %zu more call stacks (the report files list them all: the `report` setting)\n",
             gs.n - max_groups);
   if (gs.short_of_memory) fprintf(f, P "(out of host memory: not every live block is counted)\n");
-  fprintf(f, P "LEAK SUMMARY: %" PRId64 " bytes leaked in %" PRId64 " allocations\n", bytes, count);
+  if (count || !pcount) fprintf(f, P "LEAK SUMMARY: %" PRId64 " bytes leaked in %" PRId64 " allocations\n", bytes, count);
   if (pcount)
     fprintf(f, P "LEAK SUMMARY: %" PRId64 " bytes leaked in %" PRId64 " allocations (pinned host memory)\n", pbytes,
             pcount);

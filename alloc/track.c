@@ -66,6 +66,7 @@ static void *intern(void *const *frames, int n) { return intern_both(frames, n, 
 
 void *ca_track_site(void *caller) {
   int depth = (int)ca_config.track_depth;
+  if (!caller) return NULL;   /* an internal caller that names no program address */
   switch (ca_config.track) {
   case CA_TRACK_OFF: return NULL;
   case CA_TRACK_CALLER: return caller;
@@ -167,7 +168,7 @@ void ca_track_name(const void *site, char *buf, size_t cap) {
   const ca_pyframe_t *const *py;
   int n = ca_track_frames(site, &frames), npy = ca_track_py_frames(site, &py);
   if (!n) {
-    snprintf(buf, cap, "(call site not recorded: track:off)");
+    snprintf(buf, cap, "(call site not recorded%s)", ca_config.track == CA_TRACK_OFF ? ": track:off" : "");
     return;
   }
   /* The innermost few functions: enough to tell apart the callers of a helper. */
@@ -197,7 +198,7 @@ void ca_track_print(FILE *f, const void *site, const char *prefix) {
   const ca_pyframe_t *const *py;
   int n = ca_track_frames(site, &frames), npy = ca_track_py_frames(site, &py);
   if (!n) {
-    fprintf(f, "%s(call site not recorded: track:off)\n", prefix);
+    fprintf(f, "%s(call site not recorded%s)\n", prefix, ca_config.track == CA_TRACK_OFF ? ": track:off" : "");
     return;
   }
   for (int i = 0; i < npy; i++)
