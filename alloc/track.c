@@ -47,14 +47,14 @@ static ca_stack_t *intern_both(void *const *frames, int n, void *const *py, int 
   pthread_mutex_lock(&stacks_lock);
   ca_stack_t *s = *head;
   while (s && !(s->hash == h && s->depth == n && s->py == npy && !memcmp(s->frames, frames, cn) &&
-                !memcmp(s->frames + n, py, pn)))
+                (!pn || !memcmp(s->frames + n, py, pn))))
     s = s->next;
   if (!s && (s = malloc(sizeof *s + cn + pn))) {
     s->hash = h;
     s->depth = (uint16_t)n;
     s->py = (uint16_t)npy;
     memcpy(s->frames, frames, cn);
-    memcpy(s->frames + n, py, pn);
+    if (pn) memcpy(s->frames + n, py, pn);   /* py may be NULL when npy is 0 */
     s->next = *head;
     *head = s;
   }
