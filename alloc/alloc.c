@@ -13,6 +13,7 @@
 #include "demand.h"
 #include "device.h"
 #include "fence.h"
+#include "leaks.h"
 #include "log.h"
 #include "oom.h"
 #include "pages.h"
@@ -120,6 +121,7 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_a
     rc = CUDA_SUCCESS;   /* a failed rung of the ladder does not count once a block is found */
     b->requested = size;
     b->site = site;
+    ca_leaks_stamp(b);
     if (ca_ptrmap_insert(&d->live, b)) {
       count_alloc(d, b);
       ca_trace_alloc(d, b);

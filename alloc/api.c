@@ -10,6 +10,7 @@
 #include "pinned.h"
 #include "report.h"
 #include "stats.h"
+#include "step.h"
 #include "trace.h"
 
 cudaError_t ca_cuda_error(CUresult err) {
@@ -115,8 +116,8 @@ static void step_device(ca_device_t *d, void *arg) {
 }
 
 void cudalloc_step(void) {
-  static uint64_t steps;
-  uint64_t n = __atomic_add_fetch(&steps, 1, __ATOMIC_RELAXED);
+  ca_step_mark();
+  uint64_t n = ca_step_current();
   ca_each_device(step_device, &n);
 }
 

@@ -77,10 +77,12 @@ static const conf_key_t keys[] = {
    "cudaFree waits for all device work (device), or only for its stream (stream)"},
   {"torch_free", KEY_CHOICE, FIELD(torch_free), 0, 0, 0, 0, "device|stream",
    "PyTorch's pluggable free waits for all device work (device), or reuses the block at once on its stream (stream)"},
-  {"track", KEY_CHOICE, FIELD(track), 0, 0, 0, 0, "off|caller|backtrace",
-   "call sites kept for every live block"},
+  {"track", KEY_CHOICE, FIELD(track), 0, 0, 0, 0, "off|caller|stack|python|backtrace",
+   "call site of every live block: none, return address, stack, stack + Python frames, stack unwound every time"},
   {"track_depth", KEY_UINT, FIELD(track_depth), 1, 64, 0, 0, NULL,
-   "frames kept with track:backtrace"},
+   "program frames kept with track:stack, python and backtrace"},
+  {"leak_exit_code", KEY_UINT, FIELD(leak_exit_code), 0, 255, 0, 0, NULL,
+   "exit status when blocks are still allocated at exit (0: the program's own)"},
   {"quiet", KEY_BOOL, FIELD(quiet), 0, 1, 0, 0, NULL,
    "no summary on stderr at exit"},
   {"summary", KEY_CHOICE, FIELD(summary), 0, 0, 0, 0, "all|rank0",
@@ -150,8 +152,8 @@ void ca_config_defaults(ca_config_t *cfg) {
   cfg->max_split_size = UINT64_MAX;
   cfg->free_mode = CA_FREE_DEVICE;
   cfg->torch_free = CA_FREE_DEVICE;
-  cfg->track = CA_TRACK_CALLER;
-  cfg->track_depth = 16;
+  cfg->track = CA_TRACK_STACK;
+  cfg->track_depth = 6;
   cfg->sim.devices = 1;
   cfg->sim.capacity = 1024ull << 20;
   cfg->sim.granularity = 2ull << 20;

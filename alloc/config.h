@@ -17,7 +17,8 @@
 
 /* What a synchronous free (cudaFree) promises; see docs/design.md. */
 typedef enum { CA_FREE_DEVICE, CA_FREE_STREAM } ca_free_mode_t;
-typedef enum { CA_TRACK_OFF, CA_TRACK_CALLER, CA_TRACK_BACKTRACE } ca_track_t;
+/* The order of the `track` key's choices. */
+typedef enum { CA_TRACK_OFF, CA_TRACK_CALLER, CA_TRACK_STACK, CA_TRACK_PYTHON, CA_TRACK_BACKTRACE } ca_track_t;
 /* Which processes of a job print the summary on stderr. */
 typedef enum { CA_SUMMARY_ALL, CA_SUMMARY_RANK0 } ca_summary_t;
 
@@ -35,7 +36,8 @@ typedef struct ca_config_s {
   ca_free_mode_t free_mode;
   ca_free_mode_t torch_free;    /* PyTorch's pluggable free: device (default) or stream */
   ca_track_t track;
-  unsigned track_depth;         /* frames kept with track:backtrace */
+  unsigned track_depth;         /* frames kept with track:stack, python, backtrace */
+  unsigned leak_exit_code;      /* exit status when blocks are live at exit; 0: the program's */
   bool quiet;
   ca_summary_t summary;         /* all, or rank 0 only */
   char report[CA_CONFIG_PATH_MAX]; /* report path prefix, %p pid, %r rank, %h host; "" off */

@@ -18,6 +18,7 @@ typedef struct ca_debug_s {
   bool pinned_ignore_copies;    /* freed pinned blocks ignore async copies in flight */
   bool report_in_handler;       /* report_signal's handler writes the reports itself */
   bool trace_drop_one;          /* the event log silently loses its next event */
+  bool stackwalk_trust_caller;  /* a remembered stack matches on its innermost frame alone */
 } ca_debug_t;
 extern ca_debug_t ca_debug;
 #define CA_DEBUG(sw) (ca_debug.sw)

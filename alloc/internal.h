@@ -15,6 +15,7 @@
  *   log
  *   config jemalloc_private oom_verdict
  *   debug
+ *   step stackwalk symbolize pystack
  *   types
  *   bins ptrmap track streams peers
  *   trace_log
@@ -27,7 +28,7 @@
  *   device
  *   pinned_chunks
  *   pinned
- *   stats check
+ *   stats check leaks
  *   report
  *   demand oom
  *   alloc api lifecycle
@@ -47,7 +48,10 @@
  *   pinned_chunks  the pinned arena's extent hooks and chunks
  *   pinned     pinned host memory (cudaHostAlloc): blocks, copies in flight
  *   jemalloc_private  the private jemalloc's API (ca_je_*)
- *   check      cudalloc_check                      report  exit and leak reports
+ *   step       the step count                      stackwalk  the program's stack, cached
+ *   symbolize  addresses as function, file:line    pystack Python frames (track:python)
+ *   check      cudalloc_check                      leaks   the leak report (text, JSON)
+ *   report     exit and OOM reports, report files
  *   demand     reports on a signal, written by the next allocator call
  *   oom        the out-of-memory report            oom_verdict  its verdict, from figures alone
  *   trace_log  the event log's file, call-site ids trace_ring  the last N events (trace_ring)
@@ -68,6 +72,7 @@
 #include "device.h"
 #include "env.h"
 #include "fence.h"
+#include "leaks.h"
 #include "lifecycle.h"
 #include "oom.h"
 #include "pages.h"
@@ -75,16 +80,20 @@
 #include "pinned.h"
 #include "pinned_chunks.h"
 #include "pool.h"
+#include "pystack.h"
 #include "ptrmap.h"
 #include "rank.h"
 #include "report.h"
 #include "segments.h"
 #include "stats.h"
+#include "step.h"
 #include "streams.h"
+#include "symbolize.h"
 #include "trace.h"
 #include "trace_buf.h"
 #include "trace_log.h"
 #include "trace_ring.h"
 #include "track.h"
+#include "stackwalk.h"
 
 #endif /* CUDALLOC_INTERNAL_H */

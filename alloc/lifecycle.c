@@ -184,7 +184,8 @@ void ca_exit(void) {
     ca_log_block_end(&b);
   }
   ca_report_write_files();
-  close_trace();
+  close_trace();           /* before the leak report, which may end the process */
+  ca_report_exit_leaks();   /* may end the process with leak_exit_code */
   /* From here on the driver may be gone: no further device call. */
   __atomic_store_n(&ca_state.exited, true, __ATOMIC_RELEASE);
 }

@@ -1,7 +1,7 @@
 /* Reports: the exit summary, the leak report (compute-sanitizer's shape,
  * grouped by call site, biggest first), and the files the `report` setting
  * asks for (text and JSON). The out-of-memory report is oom.c's.
- * Call sites are named by track.c. */
+ * Call sites are named by track.c; leaks.c writes the leak report. */
 #include "report.h"
 
 #include <inttypes.h>
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "device.h"
+#include "leaks.h"
 #include "log.h"
 #include "pinned.h"
 #include "rank.h"
@@ -57,67 +58,20 @@ static size_t live_sites(const ca_ptrmap_t *live, site_t **out) {
 size_t ca_report_live_sites(ca_device_t *d, ca_site_total_t **out) { return live_sites(&d->live, out); }
 
 // ----------------------------------------------------------------------------
-// Leaks
+// Leaks (leaks.c writes them)
 // ----------------------------------------------------------------------------
 
-/* what: "on device 0"; tag: "device 0". */
-static void print_leaks(FILE *f, const ca_ptrmap_t *live, const char *what, const char *tag) {
-  site_t *s;
-  size_t n = live_sites(live, &s);
-  int64_t bytes = 0, count = 0;
-  char where[512];
-  for (size_t i = 0; i < n; i++) {
-    fprintf(f, "========= Leaked %" PRId64 " bytes in %" PRId64 " allocation%s %s, e.g. at 0x%lx\n",
-            s[i].bytes, s[i].count, s[i].count == 1 ? "" : "s", what, (unsigned long)s[i].example);
-    fprintf(f, "=========     Saved host backtrace up to the allocation call\n");
-    void *const *frames;
-    int n_frames = ca_track_frames(s[i].pc, &frames);
-    if (!n_frames) fprintf(f, "=========     (call site not recorded: track:off)\n");
-    for (int k = 0; k < n_frames; k++) {
-      ca_track_symbolize(frames[k], where, sizeof where);
-      fprintf(f, "=========     Host Frame: %s\n", where);
-    }
-    bytes += s[i].bytes;
-    count += s[i].count;
-  }
-  fprintf(f, "========= LEAK SUMMARY: %" PRId64 " bytes leaked in %" PRId64 " allocations (%s)\n", bytes, count, tag);
-  free(s);
-}
-
-static void leaks_of(ca_device_t *d, void *arg) {
-  char what[32], tag[32];
-  snprintf(what, sizeof what, "on device %d", d->ordinal);
-  snprintf(tag, sizeof tag, "device %d", d->ordinal);
-  print_leaks(arg, &d->live, what, tag);
-}
-
-void ca_report_leaks(FILE *f) {
-  ca_each_device(leaks_of, f);
-  const ca_ptrmap_t *pinned = ca_pinned_lock_live();
-  if (!pinned) return;
-  print_leaks(f, pinned, "of pinned host memory", "pinned host memory");
-  ca_pinned_unlock();
-}
-
-static void count_live(ca_device_t *d, void *arg) {
-  size_t *n = arg;
-  *n += d->live.count;
-}
-
-static void leaks_if_live(ca_device_t *d, void *arg) {
-  if (d->live.count) leaks_of(d, arg);
-}
+void ca_report_leaks(FILE *f) { ca_leaks_report(f, 0); }
 
 void ca_report_shutdown(void) {
-  size_t live = 0;
-  ca_each_device(count_live, &live);
+  size_t live = ca_leaks_live();
   if (live && !ca_config.quiet) {
     fflush(NULL);   /* after what the program wrote so far, as at exit */
     ca_log_block_t b;
     FILE *f = ca_log_block_begin(&b);
     fprintf(f, "cudalloc: cudalloc_shutdown: %zu live block%s, reported as leaks (not freed)\n", live,
             live == 1 ? "" : "s");
-    ca_each_device(leaks_if_live, f);
+    ca_leaks_report(f, 0);
     ca_log_block_end(&b);
   }
   ca_report_write_files();
@@ -323,6 +277,10 @@ void ca_report_write_files(void) {
     ca_report_leaks(f);
     fclose(f);
   }
+  if ((f = open_report("-leaks.json", path, sizeof path))) {
+    ca_leaks_json(f);
+    fclose(f);
+  }
   if ((f = open_report("-stats.json", path, sizeof path))) {
     json_t j = {f, 0};
     char changed[1024];
@@ -359,4 +317,24 @@ void ca_report_check_job(void) {
     ca_log("report path '%s' names the same files in every process of this job (%s is set): they would "
            "overwrite each other; add %%r (rank) or %%p (pid) to it",
            t, r.var);
+}
+
+// ----------------------------------------------------------------------------
+// Leaks at exit
+// ----------------------------------------------------------------------------
+
+/* On stderr, at most this many stacks: the report files have them all. */
+#define EXIT_LEAK_GROUPS 20
+
+void ca_report_exit_leaks(void) {
+  if (!ca_leaks_live()) return;
+  if (!ca_config.quiet) {
+    ca_log_block_t b;   /* one write: ranks sharing a terminal do not interleave */
+    ca_leaks_report(ca_log_block_begin(&b), EXIT_LEAK_GROUPS);
+    ca_log_block_end(&b);
+  }
+  if (ca_config.leak_exit_code) {   /* as compute-sanitizer's --error-exitcode, for CI */
+    fflush(NULL);
+    _exit((int)ca_config.leak_exit_code);
+  }
 }

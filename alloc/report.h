@@ -28,5 +28,8 @@ void ca_report_shutdown(void);
  * report files (the `report` path has neither %r nor %p), and one for a
  * launcher variable that is not a number. */
 void ca_report_check_job(void);
+/* At exit, after the summary: the leak report on stderr (unless quiet),
+ * in one write; and the exit status leak_exit_code when anything leaked. */
+void ca_report_exit_leaks(void);
 
 #endif /* CUDALLOC_REPORT_H */

@@ -1,51 +1,60 @@
 /* Call sites of live blocks, as deep as `track` asks: nothing, the return
- * address of the allocating call (the default: one word, no cost), or a
- * whole backtrace. Backtraces are raw addresses, interned so that identical
- * stacks are stored once and a block holds one pointer; they are named
- * (dladdr) only when a report is written. */
-#define _GNU_SOURCE /* dladdr */
+ * address of the allocating call, the program's stack above it (the
+ * default: `track_depth` frames, from the cached unwinder of stackwalk.c),
+ * the same with the Python frames of a thread that holds the GIL, or the
+ * stack unwound afresh on every allocation (the slow reference).
+ *
+ * A site is one pointer: with track:caller the return address itself,
+ * else an interned stack (identical stacks are stored once, so equal
+ * pointers mean equal stacks in every mode). Sites are named
+ * (symbolize.c: function, file:line, inlined chain) only when a report is
+ * written. */
 #include "track.h"
 
-#include <dlfcn.h>
-#include <execinfo.h>
-#include <stdio.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "symbolize.h"
+#include "stackwalk.h"
 
 #define BUCKETS 4096
 
+/* frames[0..depth) are program addresses, innermost first; then py
+ * Python frames (ca_pyframe_t pointers), innermost first. */
 struct ca_stack_s {
   ca_stack_t *next;
   uint64_t hash;
-  int depth;
+  uint16_t depth, py;
   void *frames[];
 };
 
 static pthread_mutex_t stacks_lock = PTHREAD_MUTEX_INITIALIZER;
 static ca_stack_t *buckets[BUCKETS];
 
-static uint64_t hash_frames(void *const *frames, int n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (int i = 0; i < n; i++) h = (h ^ (uint64_t)(uintptr_t)frames[i]) * 0x100000001b3ull;
+static uint64_t hash_words(void *const *w, int n, uint64_t h) {
+  for (int i = 0; i < n; i++) h = (h ^ (uint64_t)(uintptr_t)w[i]) * 0x100000001b3ull;
   return h;
 }
 
-/* The one stored copy of frames[0..n). */
-static ca_stack_t *intern(void *const *frames, int n) {
-  uint64_t h = hash_frames(frames, n);
+/* The one stored copy of frames[0..n) followed by py[0..npy). */
+static ca_stack_t *intern_both(void *const *frames, int n, void *const *py, int npy) {
+  uint64_t h = hash_words(py, npy, hash_words(frames, n, 0xcbf29ce484222325ull ^ (uint64_t)npy));
   ca_stack_t **head = &buckets[h % BUCKETS];
+  size_t cn = (size_t)n * sizeof *frames, pn = (size_t)npy * sizeof *py;
   pthread_mutex_lock(&stacks_lock);
   ca_stack_t *s = *head;
-  while (s && !(s->hash == h && s->depth == n && !memcmp(s->frames, frames, (size_t)n * sizeof *frames)))
+  while (s && !(s->hash == h && s->depth == n && s->py == npy && !memcmp(s->frames, frames, cn) &&
+                (!pn || !memcmp(s->frames + n, py, pn))))
     s = s->next;
-  if (!s && (s = malloc(sizeof *s + (size_t)n * sizeof *frames))) {
+  if (!s && (s = malloc(sizeof *s + cn + pn))) {
     s->hash = h;
-    s->depth = n;
-    memcpy(s->frames, frames, (size_t)n * sizeof *frames);
+    s->depth = (uint16_t)n;
+    s->py = (uint16_t)npy;
+    memcpy(s->frames, frames, cn);
+    if (pn) memcpy(s->frames + n, py, pn);   /* py may be NULL when npy is 0 */
     s->next = *head;
     *head = s;
   }
@@ -53,22 +62,28 @@ static ca_stack_t *intern(void *const *frames, int n) {
   return s;
 }
 
+static void *intern(void *const *frames, int n) { return intern_both(frames, n, NULL, 0); }
+
 void *ca_track_site(void *caller) {
-  if (ca_config.track == CA_TRACK_OFF) return NULL;
-  if (ca_config.track == CA_TRACK_CALLER) return caller;
-  void *frames[64 + 8];
-  int n = backtrace(frames, (int)ca_config.track_depth + 8);
-  /* Drop cudalloc's own frames: the program's begin at the caller. */
-  int first = 0;
-  while (first < n && frames[first] != caller) first++;
-  if (first == n) first = 0;
-  if (n - first > (int)ca_config.track_depth) n = first + (int)ca_config.track_depth;
-  return intern(frames + first, n - first);
+  int depth = (int)ca_config.track_depth;
+  if (!caller) return NULL;   /* an internal caller that names no program address */
+  switch (ca_config.track) {
+  case CA_TRACK_OFF: return NULL;
+  case CA_TRACK_CALLER: return caller;
+  case CA_TRACK_BACKTRACE: return ca_stackwalk_site(caller, depth, false, intern);
+  case CA_TRACK_PYTHON: {
+    ca_stack_t *c = ca_stackwalk_site(caller, depth, true, intern);
+    const ca_pyframe_t *py[CA_PY_MAX_FRAMES];
+    int npy = c ? ca_py_stack(py, CA_PY_MAX_FRAMES) : 0;
+    return npy ? intern_both(c->frames, c->depth, (void *const *)py, npy) : c;
+  }
+  default: return ca_stackwalk_site(caller, depth, true, intern);
+  }
 }
 
 int ca_track_frames(const void *site, void *const **frames) {
   if (!site) return 0;
-  if (ca_config.track != CA_TRACK_BACKTRACE) {
+  if (ca_config.track == CA_TRACK_CALLER) {
     static __thread void *one;
     one = (void *)site;
     *frames = &one;
@@ -79,7 +94,15 @@ int ca_track_frames(const void *site, void *const **frames) {
   return s->depth;
 }
 
+int ca_track_py_frames(const void *site, const ca_pyframe_t *const **frames) {
+  if (!site || ca_config.track == CA_TRACK_CALLER) return 0;
+  const ca_stack_t *s = site;
+  *frames = (const ca_pyframe_t *const *)(s->frames + s->depth);
+  return s->py;
+}
+
 void ca_track_forget(void) {
+  ca_stackwalk_forget();
   pthread_mutex_lock(&stacks_lock);
   for (int i = 0; i < BUCKETS; i++) {
     while (buckets[i]) {
@@ -89,26 +112,108 @@ void ca_track_forget(void) {
     }
   }
   pthread_mutex_unlock(&stacks_lock);
+  ca_py_forget();
+  ca_symbolize_forget();
+}
+
+// ----------------------------------------------------------------------------
+// Names
+// ----------------------------------------------------------------------------
+
+#define MAX_INLINED 8
+
+static const char *base_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+/* "func (file:line)", or "func+0x1a" / "func" / "??" with less known. */
+static void one_function(const ca_sym_t *s, void *pc, bool short_file, char *buf, size_t cap) {
+  if (s->file[0])
+    snprintf(buf, cap, "%s (%s:%d)", s->func[0] ? s->func : "??", short_file ? base_name(s->file) : s->file,
+             s->line);
+  else if (pc && s->func[0]) snprintf(buf, cap, "%s+0x%lx", s->func, (unsigned long)s->func_off);
+  else snprintf(buf, cap, "%s", s->func[0] ? s->func : "??");
+}
+
+static void where_text(void *pc, const ca_sym_where_t *w, char *buf, size_t cap) {
+  if (!w->module[0]) snprintf(buf, cap, "[%p]", pc);
+  else snprintf(buf, cap, "[%p] in %s+0x%lx%s", pc, w->module, (unsigned long)w->offset,
+                w->debug_info ? "" : w->libdw ? " (no debug info)" : " (no debug info read: libdw.so.1 not found)");
 }
 
 void ca_track_symbolize(void *pc, char *buf, size_t cap) {
-  Dl_info info;
-  if (pc && dladdr(pc, &info) && info.dli_fname) {
-    const char *lib = strrchr(info.dli_fname, '/');
-    lib = lib ? lib + 1 : info.dli_fname;
-    if (info.dli_sname)
-      snprintf(buf, cap, "%s+0x%lx [%p] in %s", info.dli_sname,
-               (unsigned long)((char *)pc - (char *)info.dli_saddr), pc, lib);
-    else
-      snprintf(buf, cap, "[%p] in %s+0x%lx", pc, lib, (unsigned long)((char *)pc - (char *)info.dli_fbase));
+  if (!pc) {
+    snprintf(buf, cap, "(call site not recorded)");
     return;
   }
-  snprintf(buf, cap, pc ? "[%p]" : "(call site not recorded)", pc);
+  ca_sym_t s[MAX_INLINED];
+  ca_sym_where_t w;
+  int n = ca_symbolize(pc, true, s, MAX_INLINED, &w);
+  char fn[512], at[256], inl[512] = "";
+  one_function(&s[n - 1], pc, false, fn, sizeof fn);
+  size_t len = 0;
+  for (int i = 0; i < n - 1 && len < sizeof inl; i++) {
+    char one[400];
+    one_function(&s[i], NULL, false, one, sizeof one);
+    len += (size_t)snprintf(inl + len, sizeof inl - len, "%s%s", i ? ", " : " (inlined here: ", one);
+  }
+  if (n > 1 && len < sizeof inl) snprintf(inl + len, sizeof inl - len, ")");
+  where_text(pc, &w, at, sizeof at);
+  snprintf(buf, cap, "%s%s %s", fn, inl, at);
 }
 
-/* A call site by its innermost frame: the allocating line of the program. */
 void ca_track_name(const void *site, char *buf, size_t cap) {
   void *const *frames;
-  if (ca_track_frames(site, &frames)) ca_track_symbolize(frames[0], buf, cap);
-  else snprintf(buf, cap, "(call site not recorded: track:off)");
+  const ca_pyframe_t *const *py;
+  int n = ca_track_frames(site, &frames), npy = ca_track_py_frames(site, &py);
+  if (!n) {
+    snprintf(buf, cap, "(call site not recorded%s)", ca_config.track == CA_TRACK_OFF ? ": track:off" : "");
+    return;
+  }
+  /* The innermost few functions: enough to tell apart the callers of a helper. */
+  enum { SHOWN = 3 };
+  int shown = 0;
+  size_t len = 0;
+  buf[0] = 0;
+  for (int i = 0; i < npy && shown < SHOWN && len < cap; i++, shown++)
+    len += (size_t)snprintf(buf + len, cap - len, "%s%s (%s:%d)", shown ? " < " : "", py[i]->func,
+                            base_name(py[i]->file), py[i]->line);
+  for (int i = 0; i < n && shown < SHOWN && len < cap; i++) {
+    ca_sym_t s[MAX_INLINED];
+    ca_sym_where_t w;
+    int k = ca_symbolize(frames[i], true, s, MAX_INLINED, &w);
+    for (int j = 0; j < k && shown < SHOWN && len < cap; j++, shown++) {
+      char one[400];
+      one_function(&s[j], j == k - 1 ? frames[i] : NULL, true, one, sizeof one);
+      if (!w.debug_info && w.module[0] && j == k - 1)
+        snprintf(one + strlen(one), sizeof one - strlen(one), " in %s+0x%lx", w.module, (unsigned long)w.offset);
+      len += (size_t)snprintf(buf + len, cap - len, "%s%s", shown ? " < " : "", one);
+    }
+  }
+}
+
+void ca_track_print(FILE *f, const void *site, const char *prefix) {
+  void *const *frames;
+  const ca_pyframe_t *const *py;
+  int n = ca_track_frames(site, &frames), npy = ca_track_py_frames(site, &py);
+  if (!n) {
+    fprintf(f, "%s(call site not recorded%s)\n", prefix, ca_config.track == CA_TRACK_OFF ? ": track:off" : "");
+    return;
+  }
+  for (int i = 0; i < npy; i++)
+    fprintf(f, "%sPython Frame: %s at %s:%d\n", prefix, py[i]->func, py[i]->file, py[i]->line);
+  for (int i = 0; i < n; i++) {
+    ca_sym_t s[MAX_INLINED];
+    ca_sym_where_t w;
+    int k = ca_symbolize(frames[i], true, s, MAX_INLINED, &w);
+    char one[512], at[256];
+    for (int j = 0; j < k - 1; j++) {
+      one_function(&s[j], NULL, false, one, sizeof one);
+      fprintf(f, "%sHost Frame: %s (inlined)\n", prefix, one);
+    }
+    one_function(&s[k - 1], frames[i], false, one, sizeof one);
+    where_text(frames[i], &w, at, sizeof at);
+    fprintf(f, "%sHost Frame: %s %s\n", prefix, one, at);
+  }
 }

@@ -3,21 +3,32 @@
 #define CUDALLOC_TRACK_H
 
 #include <stddef.h>
+#include <stdio.h>
+
+#include "pystack.h"
 
 typedef struct ca_stack_s ca_stack_t;
 /* What a block stores as its call site, as deep as the `track` setting
  * asks (NULL with track:off). caller is the allocating call's return
- * address; with track:backtrace the program's frames start there, and
- * identical stacks are stored once (the same pointer). */
+ * address: the program's frames start there. Opaque; equal pointers mean
+ * the same stack in every mode (identical stacks are stored once). */
 void *ca_track_site(void *caller);
-/* The frames of a stored call site, innermost first; returns their count. */
+/* The program frames of a stored call site, innermost first; returns their count. */
 int ca_track_frames(const void *site, void *const **frames);
-/* One line naming a program frame: function, module, address. */
+/* Its Python frames (track:python, a thread holding the GIL), innermost first. */
+int ca_track_py_frames(const void *site, const ca_pyframe_t *const **frames);
+/* One line naming a program address: function (file:line), the functions
+ * inlined there, the module and offset; from the debug information when
+ * there is some, else the symbol table, and it says so. */
 void ca_track_symbolize(void *pc, char *buf, size_t cap);
-/* One line naming a call site by its innermost frame, the allocating line
- * of the program: what every report prints for a site. */
+/* One line naming a call site by its innermost functions (Python first),
+ * "f (file.c:12) < g (file.c:40) < h (main.c:9)": what every report
+ * prints for a site, enough to tell apart the callers of a helper. */
 void ca_track_name(const void *site, char *buf, size_t cap);
-/* Frees every stored backtrace (at shutdown). */
+/* Every frame of a call site, one line each after prefix (Python frames
+ * first, then the program's, inlined functions included). */
+void ca_track_print(FILE *f, const void *site, const char *prefix);
+/* Frees every stored stack and the loaded debug information (at shutdown). */
 void ca_track_forget(void);
 
 #endif /* CUDALLOC_TRACK_H */

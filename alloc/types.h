@@ -66,6 +66,8 @@ struct ca_block_s {
   uint8_t kind;                 /* ca_block_kind_t, FREE blocks only */
   uint8_t in_bins;
   uint8_t bin_fl, bin_sl;       /* the bin it sits in, while in_bins */
+  uint32_t tid;                 /* LIVE: the allocating thread (leaks.c) */
+  uint32_t step;                /* LIVE: the step it was allocated in (step.c) */
 };
 
 /* Segregated-fit index of free blocks (bins.c): CA_BINS_FL first-level

@@ -33,11 +33,12 @@
 
 typedef struct opts_s {
   bool cuda;
+  bool tracking_only; /* --tracking: only the tracking-depth table */
   size_t pairs;       /* per round, GPU-like sequence; tiny sizes run 4x as many */
   int rounds;
 } opts_t;
 
-static opts_t opt = {false, 100000, 9};
+static opts_t opt = {false, false, 100000, 9};
 
 /* Design targets (docs/benchmarks.md), printed next to the figures. */
 #define TARGET_GPU_RATIO 0.25
@@ -367,6 +368,66 @@ static void threads_table(size_t pairs) {
 }
 
 // ----------------------------------------------------------------------------
+// Tracking depths side by side: the GPU-like cached pair under each `track`
+// ----------------------------------------------------------------------------
+
+#define TRACK_ROUNDS 3
+#define TRACK_MODES 4
+
+static const struct {
+  const char *name, *conf;
+} track_modes[TRACK_MODES] = {
+  {"off", ",track:off"},
+  {"caller (return address)", ",track:caller"},
+  {"stack, 6 frames (default)", ",track:stack,track_depth:6"},
+  {"backtrace, 16 frames (unwound every time)", ",track:backtrace,track_depth:16"},
+};
+
+/* One phase: the allocator started with the mode, warmed up on the
+ * sequence until quiet, then `pairs` timed pairs. ns per pair. */
+static double track_phase(int mode, const uint32_t *sizes, size_t pairs) {
+  start(track_modes[mode].conf);
+  lane_t l = {.sizes = sizes, .stream = new_stream()};
+  calls_t warm;
+  warm_cudalloc(&l, &warm);
+  double t0 = bench_now_ns();
+  cudalloc_pairs(&l, pairs);
+  double ns = (bench_now_ns() - t0) / (double)pairs;
+  lane_drain(&l);
+  drop_stream(l.stream);
+  cudalloc_shutdown();
+  return ns;
+}
+
+/* Each round runs the cheap modes once each, in an order rotated from the
+ * last round's, so that a slow spell of the machine does not land on one
+ * mode; each mode's figure against `caller` is the median of the rounds'
+ * ratios. The backtrace reference runs once (its warm-up alone, 27 passes
+ * of the sequence at ~2 us a pair, is most of the table's time), against
+ * the median of caller's rounds. */
+static void tracking_table(const uint32_t *sizes, size_t pairs) {
+  double ns[TRACK_MODES][TRACK_ROUNDS];
+  const int cheap = TRACK_MODES - 1;
+  for (int r = 0; r < TRACK_ROUNDS; r++)
+    for (int k = 0; k < cheap; k++) {
+      int mode = (k + r) % cheap;
+      ns[mode][r] = track_phase(mode, sizes, pairs);
+    }
+  double bt = track_phase(cheap, sizes, pairs / 4);
+  printf("(f) call-site tracking on the GPU-like cached pair (512 B..8 MiB, 16 live): %zu pairs x %d rounds, "
+         "modes in rotated order; vs caller = median of the rounds' ratios (backtrace: one round, %zu pairs).\n\n",
+         pairs, TRACK_ROUNDS, pairs / 4);
+  printf("| track | cudalloc ns/pair (median) | vs caller | design target |\n| --- | --- | --- | --- |\n");
+  for (int m = 0; m < cheap; m++) {
+    double ratio = round_ratio(ns[m], ns[1], TRACK_ROUNDS);
+    printf("| %s | %.1f | %+.1f%% | %s |\n", track_modes[m].name, bench_median(ns[m], TRACK_ROUNDS),
+           (ratio - 1) * 100, m == 2 ? "<= +10%" : "-");
+  }
+  printf("| %s | %.1f | %+.1f%% | - |\n\n", track_modes[cheap].name, bt,
+         (bt / bench_median(ns[1], TRACK_ROUNDS) - 1) * 100);
+}
+
+// ----------------------------------------------------------------------------
 
 /* Other work on the machine slows both sides; the load says how much there was. */
 static const char *loadavg(void) {
@@ -420,8 +481,9 @@ static void parse(int argc, char **argv) {
     if (!strcmp(argv[i], "--backend") && i + 1 < argc) opt.cuda = !strcmp(argv[++i], "cuda");
     else if (!strcmp(argv[i], "--pairs") && i + 1 < argc) opt.pairs = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) opt.rounds = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--tracking")) opt.tracking_only = true;
     else {
-      fprintf(stderr, "usage: bench_alloc [--backend sim|cuda] [--pairs N] [--rounds R]\n");
+      fprintf(stderr, "usage: bench_alloc [--backend sim|cuda] [--pairs N] [--rounds R] [--tracking]\n");
       exit(2);
     }
   }
@@ -436,6 +498,12 @@ int main(int argc, char **argv) {
   uint32_t *gpu = bench_sizes(SEQ, 512, 8u << 20, 1), *tiny = bench_sizes(SEQ, 16, 1024, 2);
   if (!gpu || !tiny) die("malloc", 0);
   header();
+  if (opt.tracking_only) {
+    tracking_table(gpu, opt.pairs);
+    free(gpu);
+    free(tiny);
+    return 0;
+  }
 
   start("");
   row_t *gpu_caller = scenario("(a) GPU-like 512 B..8 MiB", gpu, opt.pairs, false, TARGET_GPU_RATIO);
@@ -460,6 +528,7 @@ int main(int argc, char **argv) {
          (gpu_caller->ca_ns / gpu_off->ca_ns - 1) * 100, (tiny_caller->ca_ns / tiny_off->ca_ns - 1) * 100,
          (tiny_bt->ca_ns / tiny_off->ca_ns - 1) * 100);
 
+  tracking_table(gpu, opt.pairs / 2);
   printf("load average at the end: %s\n", loadavg());
   summary();
   free(gpu);

@@ -50,8 +50,9 @@ Test(config, defaults) {
   cr_assert_eq(cfg.memory_cap, 0);
   cr_assert_eq(cfg.memory_fraction, 0.0);
   cr_assert_eq(cfg.free_mode, CA_FREE_DEVICE);
-  cr_assert_eq(cfg.track, CA_TRACK_CALLER);
-  cr_assert_eq(cfg.track_depth, 16);
+  cr_assert_eq(cfg.track, CA_TRACK_STACK);
+  cr_assert_eq(cfg.track_depth, 6);
+  cr_assert_eq(cfg.leak_exit_code, 0);
   cr_assert_not(cfg.quiet);
   cr_assert_str_empty(cfg.report);
   cr_assert_eq(cfg.sim.devices, 1);
@@ -238,7 +239,7 @@ static bad_case_t bad_cases[] = {
      "one of cuda|sim"},
     {"backend:cudaMallocAsync", "'backend:cudaMallocAsync' is PyTorch's choice", "one of cuda|sim"},
     {"free_mode:async", "bad value", "one of device|stream"},
-    {"track:full", "bad value", "one of off|caller|backtrace"},
+    {"track:full", "bad value", "one of off|caller|stack|python|backtrace"},
     {"sim_events:sometimes", "bad value", "one of auto|manual|lag"},
     {"sim_lag_ops:0", "bad value", "from 1"},
     {"expandable_segments:maybe", "bad value 'maybe'", "true or false"},
@@ -316,7 +317,7 @@ Test(config, a_bad_item_does_not_stop_the_others) {
   cr_assert_eq(count_lines(out), 3, "%s", out);
   cr_assert_str_eq(cfg.backend, "sim");
   cr_assert_eq(cfg.sim.devices, 3);
-  cr_assert_eq(cfg.track, CA_TRACK_CALLER);
+  cr_assert_eq(cfg.track, CA_TRACK_STACK, "the bad value keeps the default");
 }
 
 /* Regression (issue 9): with a '[' that no ']' closes, every comma after it
@@ -545,8 +546,8 @@ Test(config, print_lists_every_key_with_its_value) {
 
 static const char *all_keys[] = {"backend", "expandable_segments", "max_split_size_mb",
                                  "garbage_collection_threshold", "roundup_power2_divisions", "memory_cap_mb",
-                                 "memory_fraction", "free_mode", "torch_free", "track", "track_depth", "quiet",
-                                 "summary", "report", "report_signal", "oom_report", "trace", "trace_ring",
+                                 "memory_fraction", "free_mode", "torch_free", "track", "track_depth", "leak_exit_code",
+                                 "quiet", "summary", "report", "report_signal", "oom_report", "trace", "trace_ring",
                                  "sim_devices", "sim_capacity_mb", "sim_granularity_kb",
                                  "sim_events", "sim_lag_ops", "sim_no_vmm", "sim_fail", "sim_fail_rate", "sim_seed",
                                  "sim_latency", "pinned_cache_mb", "pinned_via", "sim_pinned_mb", "sim_other_process"};
@@ -555,7 +556,7 @@ static const char *all_keys[] = {"backend", "expandable_segments", "max_split_si
  * leaves the configuration to the other items. */
 Test(config, help_lists_every_key_with_its_default_and_meaning) {
   ca_config_t def, cfg;
-  char out[16384];
+  char out[32768];
   ca_config_defaults(&def);
   ca_config_defaults(&cfg);
   cr_assert_eq(parse(&cfg, "help", out, sizeof out), 0, "%s", out);
@@ -602,7 +603,7 @@ Test(config, changed_names_only_what_differs_from_the_defaults) {
   ca_config_t c;
   ca_config_defaults(&c);
   cr_assert_str_empty(changed(&c));
-  c = parse_ok("sim_devices:1,backend:cuda,track:caller");   /* the defaults, said again */
+  c = parse_ok("sim_devices:1,backend:cuda,track:stack");   /* the defaults, said again */
   cr_assert_str_empty(changed(&c), "%s", changed(&c));
   c = parse_ok("report:/tmp/r-%p,sim_latency:map@9,sim_fail:unmap@1,sim_fail:map@2,backend:sim,"
                "garbage_collection_threshold:0.125,expandable_segments:false,max_split_size_mb:64,track:off");

@@ -12,7 +12,17 @@
 #include "pinned.h"
 
 static void sim_only(void) { SKIP_ON_CUDA("pinned counters of the simulated device"); }
-TestSuite(pinned, .init = sim_only, .fini = cudalloc_shutdown);
+/* Tests that leave pinned blocks live get them reported as leaks at
+ * shutdown: expected, and kept out of make test's output. */
+static void shutdown_quietly(void) {
+  capture_t cap;
+  char ignored[16384];
+  capture_begin(&cap);
+  cudalloc_shutdown();
+  capture_end(&cap, ignored, sizeof ignored);
+}
+
+TestSuite(pinned, .init = sim_only, .fini = shutdown_quietly);
 
 static cudalloc_pinned_stats_t pstats(void) {
   cudalloc_pinned_stats_t s;
@@ -489,7 +499,8 @@ Test(pinned, leaks_and_summary_name_pinned_memory) {
   cudalloc_report(f);
   cudalloc_print_stats(f);
   fclose(f);
-  cr_assert_not_null(strstr(buf, "Leaked 12345 bytes in 1 allocation of pinned host memory"), "%s", buf);
+  cr_assert_not_null(strstr(buf, "Leaked 12345 bytes at 0x"), "%s", buf);
+  cr_assert_not_null(strstr(buf, " of pinned host memory\n"), "%s", buf);
   cr_assert_not_null(strstr(buf, "LEAK SUMMARY: 12345 bytes leaked in 1 allocations (pinned host memory)"), "%s", buf);
   cr_assert_not_null(strstr(buf, "pinned host memory: peak allocated"), "%s", buf);
   cr_assert_not_null(strstr(buf, "leaks: 1 pinned blocks"), "%s", buf);

@@ -55,8 +55,8 @@ Test(static_lib, exit_summary_and_report_files) {
   snprintf(path, sizeof path, "%s/x-leaks.txt", dir);
   char *leaks = slurp(path);
   assert_has(leaks, "cudalloc: summary (backend sim");
-  assert_has(leaks, "========= Leaked 1048576 bytes in 1 allocation on device 0");
-  assert_has(leaks, "========= LEAK SUMMARY: 1048576 bytes leaked in 1 allocations (device 0)");
+  assert_has(leaks, "========= Leaked 1048576 bytes at 0x");
+  assert_has(leaks, "========= LEAK SUMMARY: 1048576 bytes leaked in 1 allocations\n");
 
   snprintf(path, sizeof path, "%s/x-stats.json", dir);
   char *json = slurp(path);
@@ -79,7 +79,7 @@ Test(static_lib, shutdown_reports_live_blocks_as_leaks) {
   shim_run_t *r = run_static("-u LD_PRELOAD CUDALLOC_CONF=backend:sim", "shutdown");
   shim_assert_ok(r, "static_app");
   shim_assert_has(r, "cudalloc: cudalloc_shutdown: 1 live block, reported as leaks (not freed)");
-  shim_assert_has(r, "========= Leaked 1048576 bytes in 1 allocation on device 0");
+  shim_assert_has(r, "========= Leaked 1048576 bytes at 0x");
   shim_assert_lacks(r, "cudalloc: summary");
   const char *leak = strstr(r->out, "Leaked"), *ok = strstr(r->out, "static_app: ok");
   cr_assert_lt(strstr(r->out, "static_app: version"), leak, "the report came before the program's output:\n%s", r->out);

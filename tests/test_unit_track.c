@@ -1,6 +1,8 @@
-/* Unit tests of track.c: what a block stores as its call site under each
- * `track` setting, and the interning of backtraces (identical stacks are
- * stored once: the same pointer; different stacks or depths are not). */
+/* Unit tests of track.c and stackwalk.c: what a block stores as its call
+ * site under each `track` setting, the interning of stacks (identical
+ * stacks are stored once: the same pointer; different stacks or depths are
+ * not), and the cached stack walk of track:stack: it tells apart the
+ * callers of a helper and their callers, as the uncached unwinder does. */
 #include <criterion/criterion.h>
 
 #include "core_testing.h"
@@ -74,4 +76,119 @@ Test(unit_track, caller_and_off_store_no_backtrace) {
   track(CA_TRACK_OFF, 16);
   cr_assert_null(ca_track_site(caller), "track:off stores nothing");
   cr_assert_eq(ca_track_frames(NULL, &frames), 0);
+}
+
+// ----------------------------------------------------------------------------
+// track:stack, the cached walk: a helper's callers, and theirs
+
+/* The allocating call (cudaMalloc in the shim): its return address is the caller. */
+__attribute__((noinline)) static void *alloc_call(void) {
+  void *site = ca_track_site(__builtin_return_address(0));
+  __asm__ volatile("" ::: "memory");
+  return site;
+}
+
+/* An allocation helper (the workload's dev_alloc): one call instruction for all. */
+__attribute__((noinline)) static void *helper(void) {
+  void *site = alloc_call();
+  __asm__ volatile("" ::: "memory");
+  return site;
+}
+
+__attribute__((noinline)) static void *from_a(void) {
+  void *site = helper();
+  __asm__ volatile("" ::: "memory");
+  return site;
+}
+
+__attribute__((noinline)) static void *from_b(void) {
+  void *site = helper();
+  __asm__ volatile("" ::: "memory");
+  return site;
+}
+
+/* A second layer: a and b call mid, which calls the helper. */
+__attribute__((noinline)) static void *mid(void) {
+  void *site = helper();
+  __asm__ volatile("" ::: "memory");
+  return site;
+}
+
+__attribute__((noinline)) static void *mid_from_a(void) {
+  void *site = mid();
+  __asm__ volatile("" ::: "memory");
+  return site;
+}
+
+__attribute__((noinline)) static void *mid_from_b(void) {
+  void *site = mid();
+  __asm__ volatile("" ::: "memory");
+  return site;
+}
+
+/* Each pair twice, interleaved: the second round is served by the cache. */
+static void expect_told_apart(void *(*a)(void), void *(*b)(void), int differing_frame) {
+  void *sa = NULL, *sb = NULL;
+  for (volatile int round = 0; round < 3; round++) {
+    void *x = a(), *y = b();
+    if (round) {
+      cr_assert_eq(x, sa, "round %d: the same stack is the same site", round);
+      cr_assert_eq(y, sb, "round %d: the same stack is the same site", round);
+    }
+    sa = x;
+    sb = y;
+  }
+  cr_assert_neq(sa, sb, "two callers, one site: the helper's callers are not told apart");
+  void *const *fa, *const *fb;
+  int na = ca_track_frames(sa, &fa), nb = ca_track_frames(sb, &fb);
+  cr_assert(na > differing_frame && nb > differing_frame);
+  for (int i = 0; i < differing_frame; i++) cr_assert_eq(fa[i], fb[i], "frame %d is shared", i);
+  cr_assert_neq(fa[differing_frame], fb[differing_frame]);
+}
+
+Test(unit_track, the_callers_of_a_helper_are_told_apart) {
+  track(CA_TRACK_STACK, 6);
+  expect_told_apart(from_a, from_b, 1);
+}
+
+Test(unit_track, their_callers_are_told_apart_too) {
+  track(CA_TRACK_STACK, 6);
+  expect_told_apart(mid_from_a, mid_from_b, 2);
+}
+
+/* The cached walk finds the frames the DWARF unwinder finds, every time. */
+Test(unit_track, the_cached_walk_agrees_with_the_unwinder) {
+  void *site[3][2];
+  for (volatile int round = 0; round < 3; round++) {   /* the same call instructions in every round */
+    track(round ? CA_TRACK_STACK : CA_TRACK_BACKTRACE, 6);
+    site[round][0] = mid_from_a();
+    site[round][1] = mid_from_b();
+  }
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(site[1][i], site[0][i], "the same frames: the same interned site");
+    cr_assert_eq(site[2][i], site[0][i], "and from the cache as well");
+  }
+  cr_assert_neq(site[0][0], site[0][1]);
+}
+
+/* The checks above can fail: with the stack check broken (a remembered
+ * stack trusted on its innermost frame alone), the helper's callers
+ * collapse into the first one seen, which the assertions above reject. */
+Test(unit_track, a_walk_that_trusts_the_innermost_frame_is_caught) {
+  track(CA_TRACK_STACK, 6);
+  void *a = from_a();
+  ca_debug.stackwalk_trust_caller = true;
+  void *b = from_b();
+  ca_debug.stackwalk_trust_caller = false;
+  cr_assert_eq(a, b, "the broken walk took b's stack for a's");
+  cr_assert_neq(from_b(), a, "and the real one tells them apart");
+}
+
+Test(unit_track, python_frames_only_with_python_loaded) {
+  track(CA_TRACK_PYTHON, 6);
+  void *s = helper();
+  const ca_pyframe_t *const *py;
+  cr_assert_eq(ca_track_py_frames(s, &py), 0, "no Python in this process: C frames only");
+  void *const *frames;
+  cr_assert_gt(ca_track_frames(s, &frames), 1);
 }

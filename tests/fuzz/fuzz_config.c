@@ -24,7 +24,7 @@ static void check_ranges(const ca_config_t *c) {
   REQUIRE(c->roundup_power2_divisions <= 64);
   REQUIRE((c->roundup_power2_divisions & (c->roundup_power2_divisions - 1)) == 0);
   REQUIRE(c->free_mode == CA_FREE_DEVICE || c->free_mode == CA_FREE_STREAM);
-  REQUIRE(c->track == CA_TRACK_OFF || c->track == CA_TRACK_CALLER || c->track == CA_TRACK_BACKTRACE);
+  REQUIRE(c->track <= CA_TRACK_BACKTRACE);   /* one of the choices: off, caller, stack, python, backtrace */
   REQUIRE(c->track_depth >= 1 && c->track_depth <= 64);
   REQUIRE(c->sim.devices >= 1 && c->sim.devices <= 16);
   REQUIRE(c->sim.granularity && (c->sim.granularity & (c->sim.granularity - 1)) == 0);
