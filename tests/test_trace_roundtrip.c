@@ -1,7 +1,7 @@
 /* The event log's round trip: a run recorded (trace:PATH), exported as a
  * PyTorch memory snapshot (cudalloc-trace pytorch), imported by the replay
  * (bench/replay) and replayed through the core gives the recorded run's
- * own figures: the same allocations, the same peak of live bytes, the same
+ * own figures, and so does the log itself read by the replay: the same allocations, the same peak of live bytes, the same
  * peak of allocated bytes; and two replays give the same figures, backend
  * calls included. A trace that lost its largest allocation is shown to
  * fail the comparison. */
@@ -57,12 +57,14 @@ static void record(cudalloc_stats_t *s) {
   cr_assert(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "%s", cmd);
 }
 
-static void import(ca_trace_t *t) {
+static void import_from(const char *path, ca_trace_t *t) {
   ca_import_error_t err = {{0}};
   ca_trace_init(t);
-  cr_assert_eq(ca_import_file(pickle_path, t, &err), 0, "%s", err.msg);
+  cr_assert_eq(ca_import_file(path, t, &err), 0, "%s", err.msg);
   cr_assert_eq(t->ndevices, 1);
 }
+
+static void import(ca_trace_t *t) { import_from(pickle_path, t); }
 
 static void replay(const ca_trace_t *t, ca_replay_result_t *r) {
   char err[256];
@@ -105,6 +107,22 @@ Test(trace_roundtrip, record_export_import_replay_gives_the_recorded_peaks) {
   /* deterministic: the same figures, the backend's calls included */
   cr_expect_eq(memcmp(&r1.stats, &r2.stats, sizeof r1.stats), 0, "two replays differ");
   cr_expect_eq(r1.allocs, r2.allocs);
+  ca_trace_dispose(&t);
+  unlink(log_path);
+  unlink(pickle_path);
+}
+
+/* The same from cudalloc's own log, read by the replay directly. */
+Test(trace_roundtrip, record_then_replay_the_log_itself_gives_the_recorded_peaks) {
+  cudalloc_stats_t s;
+  record(&s);
+  ca_trace_t t;
+  import_from(log_path, &t);
+  cr_assert_str_eq(t.format, "cudalloc-trace");
+  ca_replay_result_t r;
+  replay(&t, &r);
+  char why[1024];
+  cr_expect_eq(mismatches(&s, &r, why, sizeof why), 0, "%s", why);
   ca_trace_dispose(&t);
   unlink(log_path);
   unlink(pickle_path);

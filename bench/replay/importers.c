@@ -21,8 +21,7 @@ static bool sniff_cudalloc(const uint8_t *d, size_t n) {
 const ca_importer_t ca_importers[] = {
     {"pytorch-snapshot", ".pickle .pkl", sniff_pickle, ca_import_pytorch},
     {"rmm-csv", ".csv", sniff_rmm, ca_import_rmm_csv},
-    /* cudalloc's own log (trace:PATH): its reader belongs with the recorder (docs/trace.md) */
-    {"cudalloc-trace", ".catrace", sniff_cudalloc, NULL},
+    {"cudalloc-trace", ".catrace .log", sniff_cudalloc, ca_import_cudalloc},
 };
 const size_t ca_nimporters = sizeof ca_importers / sizeof ca_importers[0];
 
@@ -48,7 +47,7 @@ const ca_importer_t *ca_importer_find(const char *path, const uint8_t *data, siz
 
 int ca_import_buffer(const char *path, const uint8_t *data, size_t n, ca_trace_t *out, ca_import_error_t *err) {
   const ca_importer_t *im = ca_importer_find(path, data, n);
-  if (!im) return ca_import_fail(err, "%s: not a format cudalloc reads (a PyTorch snapshot pickle, an RMM CSV log)", path);
+  if (!im) return ca_import_fail(err, "%s: not a format cudalloc reads (a PyTorch snapshot pickle, an RMM CSV log, a cudalloc trace)", path);
   if (!im->read) return ca_import_fail(err, "%s: a %s file, which this build has no reader for", path, im->name);
   out->format = im->name;
   return im->read(data, n, out, err);

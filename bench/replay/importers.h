@@ -38,5 +38,6 @@ int ca_import_file(const char *path, ca_trace_t *out, ca_import_error_t *err);
 /* The readers. */
 int ca_import_pytorch(const uint8_t *data, size_t n, ca_trace_t *out, ca_import_error_t *err);
 int ca_import_rmm_csv(const uint8_t *data, size_t n, ca_trace_t *out, ca_import_error_t *err);
+int ca_import_cudalloc(const uint8_t *data, size_t n, ca_trace_t *out, ca_import_error_t *err);
 
 #endif

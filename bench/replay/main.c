@@ -9,8 +9,8 @@
  *     --economy                        one Markdown row per device of driver calls,
  *                                      expandable segments only (make economy)
  *
- * TRACE: a PyTorch memory snapshot (.pickle), an RMM CSV log, or (once its
- * reader is in) cudalloc's own log. docs/whatif.md explains the output. */
+ * TRACE: a PyTorch memory snapshot (.pickle), an RMM CSV log, or cudalloc's
+ * own log (trace:PATH). docs/whatif.md explains the output. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +39,7 @@ static double mib(int64_t b) { return (double)b / (double)MiB; }
 static void usage(FILE *f) {
   fputs("usage: cudalloc-replay [--mode expandable|classic|both] [--honour-empty-cache] [--capacity-mb N]\n"
         "                       [--no-bisect] [--table | --economy] TRACE...\n"
-        "TRACE: a PyTorch memory snapshot pickle or an RMM CSV log (docs/whatif.md)\n", f);
+        "TRACE: a PyTorch memory snapshot pickle, an RMM CSV log or a cudalloc trace (docs/whatif.md)\n", f);
 }
 
 static int parse_args(int argc, char **argv, args_t *a, int *first) {

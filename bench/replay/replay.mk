@@ -10,11 +10,12 @@
 # (with libcudalloc.a) and by the tests (with the test build of the core).
 
 REPLAY := $(BUILD)/cudalloc-replay
-REPLAY_SRCS := $(filter-out bench/replay/main.c,$(sort $(wildcard bench/replay/*.c)))
+# cudalloc's own log is read by the recorder's reader (bench/trace/trace_read.c).
+REPLAY_SRCS := $(filter-out bench/replay/main.c,$(sort $(wildcard bench/replay/*.c))) bench/trace/trace_read.c
 REPLAY_IMPORT_SRCS := $(filter-out bench/replay/replay.c,$(REPLAY_SRCS))
 REPLAY_OBJS := $(REPLAY_SRCS:%.c=$(BUILD)/obj/%.o)
 REPLAY_A := $(BUILD)/libcudalloc-replay.a
-REPLAY_INC := -Ibench/replay -Ialloc/include -Ialloc/backend -Ialloc/backend/sim
+REPLAY_INC := -Ibench/replay -Ibench/trace -Ialloc/include -Ialloc/backend -Ialloc/backend/sim
 TRACES ?= $(firstword $(wildcard ../shared/traces ../../shared/traces))
 
 $(BUILD)/obj/bench/replay/%.o: bench/replay/%.c

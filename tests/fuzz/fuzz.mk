@@ -1,6 +1,6 @@
 # libFuzzer targets (clang): the configuration parser, operation sequences
 # against a tiny simulated device with faults, and the trace readers
-# (fuzz_import_*: PyTorch snapshots, RMM CSV; FUZZ_IMPORT_SECONDS each,
+# (fuzz_import_*: PyTorch snapshots, RMM CSV, cudalloc's log; FUZZ_IMPORT_SECONDS each,
 # at most 20 s by default). The library is
 # rebuilt here with clang, the fuzzer's coverage, ASan+UBSan and the test
 # build's assertions (CA_TESTING).
@@ -20,7 +20,7 @@ FUZZ_TARGETS := $(patsubst tests/fuzz/%.c,%,$(sort $(wildcard tests/fuzz/fuzz_*.
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/%)
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_CFLAGS := -std=gnu11 -g -O1 $(WARN) -pthread -I$(CUDA_HOME)/include $(FUZZ_SAN) -DCA_TESTING \
-  $(INC_CORE) -Ialloc/backend/sim -Ibench/replay
+  $(INC_CORE) -Ialloc/backend/sim -Ibench/replay -Ibench/trace
 FUZZ_OBJS := $(ALLOC_SRCS:%.c=$(FUZZ_DIR)/obj/%.o)
 # The trace readers (bench/replay/), for the fuzz_import_* targets.
 FUZZ_IMPORT_OBJS := $(REPLAY_IMPORT_SRCS:%.c=$(FUZZ_DIR)/obj/%.o)
