@@ -36,7 +36,7 @@ $(filter-out $(FUZZ_IMPORT_BINS),$(FUZZ_BINS)): $(FUZZ_DIR)/fuzz_%: tests/fuzz/f
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_OBJS) $(JE_PRIVATE) -o $@ -ldl -lm
 
-$(FUZZ_IMPORT_BINS): $(FUZZ_DIR)/fuzz_import_%: tests/fuzz/fuzz_import_%.c $(FUZZ_IMPORT_OBJS)
+$(FUZZ_IMPORT_BINS): $(FUZZ_DIR)/fuzz_import_%: tests/fuzz/fuzz_import_%.c tests/fuzz/fuzz_import.h $(FUZZ_IMPORT_OBJS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< $(FUZZ_IMPORT_OBJS) -o $@
 
