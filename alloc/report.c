@@ -194,6 +194,13 @@ static void json_leaks(FILE *f, const ca_ptrmap_t *live) {
   free(sites);
 }
 
+/* One statistic of a JSON report: "name": {"current", "peak", "total"}. */
+static void json_stat(FILE *f, const char **sep, const char *name, const cudalloc_stat_t *st) {
+  fprintf(f, "%s\n      \"%s\": {\"current\": %" PRId64 ", \"peak\": %" PRId64 ", \"total\": %" PRId64 "}", *sep, name,
+          st->current, st->peak, st->total);
+  *sep = ",";
+}
+
 static void json_of(ca_device_t *d, void *arg) {
   json_t *j = arg;
   FILE *f = j->f;
@@ -202,13 +209,9 @@ static void json_of(ca_device_t *d, void *arg) {
   fprintf(f, "%s\n    {\"device\": %d, \"fragmentation\": %.6f, \"largest_free_bytes\": %" PRIu64 ",\n     \"stats\": {",
           j->devices++ ? "," : "", d->ordinal, s.fragmentation, s.largest_free_bytes);
   const char *sep = "";
-#define CA_JSON(name, doc)                                                                                     \
-  fprintf(f, "%s\n      \"%s\": {\"current\": %" PRId64 ", \"peak\": %" PRId64 ", \"total\": %" PRId64 "}", sep, \
-          #name, s.name.current, s.name.peak, s.name.total);                                                   \
-  sep = ",";
+#define CA_JSON(name, doc) json_stat(f, &sep, #name, &s.name);
   CUDALLOC_STAT_BYTES(CA_JSON)
   CUDALLOC_STAT_COUNTS(CA_JSON)
-#undef CA_JSON
   fprintf(f, "},\n     \"leaks\": [");
   json_leaks(f, &d->live);
   fprintf(f, "]}");
@@ -221,13 +224,9 @@ static void json_pinned(FILE *f) {
   if (!s.pinned_num_allocs.total && !s.pinned_num_bad_frees.total) return;
   fprintf(f, ",\n  \"pinned\": {\"stats\": {");
   const char *sep = "";
-#define CA_JSON_PINNED(name, doc)                                                                             \
-  fprintf(f, "%s\n      \"%s\": {\"current\": %" PRId64 ", \"peak\": %" PRId64 ", \"total\": %" PRId64 "}", sep, \
-          #name, s.name.current, s.name.peak, s.name.total);                                                   \
-  sep = ",";
-  CUDALLOC_STAT_PINNED_BYTES(CA_JSON_PINNED)
-  CUDALLOC_STAT_PINNED_COUNTS(CA_JSON_PINNED)
-#undef CA_JSON_PINNED
+  CUDALLOC_STAT_PINNED_BYTES(CA_JSON)
+  CUDALLOC_STAT_PINNED_COUNTS(CA_JSON)
+#undef CA_JSON
   fprintf(f, "},\n     \"leaks\": [");
   const ca_ptrmap_t *live = ca_pinned_lock_live();
   if (live) {

@@ -349,38 +349,31 @@ static void record_for_export(cudalloc_stats_t *s, const char *conf) {
   cr_assert_gt(s->active_bytes.current, s->allocated_bytes.current, "nothing pending at the end");
 }
 
-Test(trace, pytorch_snapshot_reads_as_memory_viz_reads_it) {
+/* A recorded run exported as a memory_viz pickle, read by the script that
+ * reads what _memory_viz.py reads; extra: more of its options. */
+static void pytorch_snapshot_check(const char *conf, const char *extra) {
   cudalloc_stats_t s;
-  record_for_export(&s, "track:backtrace,sim_capacity_mb:1024,garbage_collection_threshold:0.5");
+  record_for_export(&s, conf);
   char cmd[1024];
   snprintf(cmd, sizeof cmd, "%s/cudalloc-trace pytorch %s %s.pickle", build_dir(), log_path, log_path);
   cr_assert_eq(run(cmd), 0, "%s", cmd);
   snprintf(cmd, sizeof cmd,
            "python3 tests/trace/memory_viz_check.py %s.pickle --peak-requested %lld --live-requested %lld "
-           "--mapped %lld --allocs %lld --need-frames",
+           "--mapped %lld --allocs %lld %s",
            log_path, (long long)s.requested_bytes.peak, (long long)s.requested_bytes.current,
-           (long long)s.mapped_bytes.current, (long long)s.num_allocs.total);
+           (long long)s.mapped_bytes.current, (long long)s.num_allocs.total, extra);
   cr_expect_eq(run(cmd), 0, "%s", cmd);
   snprintf(cmd, sizeof cmd, "%s.pickle", log_path);
   unlink(cmd);
   unlink(log_path);
 }
 
+Test(trace, pytorch_snapshot_reads_as_memory_viz_reads_it) {
+  pytorch_snapshot_check("track:backtrace,sim_capacity_mb:1024,garbage_collection_threshold:0.5", "--need-frames");
+}
+
 Test(trace, pytorch_snapshot_classic_segments) {
-  cudalloc_stats_t s;
-  record_for_export(&s, "expandable_segments:false,sim_capacity_mb:1024");
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd, "%s/cudalloc-trace pytorch %s %s.pickle", build_dir(), log_path, log_path);
-  cr_assert_eq(run(cmd), 0, "%s", cmd);
-  snprintf(cmd, sizeof cmd,
-           "python3 tests/trace/memory_viz_check.py %s.pickle --peak-requested %lld --live-requested %lld "
-           "--mapped %lld --allocs %lld",
-           log_path, (long long)s.requested_bytes.peak, (long long)s.requested_bytes.current,
-           (long long)s.mapped_bytes.current, (long long)s.num_allocs.total);
-  cr_expect_eq(run(cmd), 0, "%s", cmd);
-  snprintf(cmd, sizeof cmd, "%s.pickle", log_path);
-  unlink(cmd);
-  unlink(log_path);
+  pytorch_snapshot_check("expandable_segments:false,sim_capacity_mb:1024", "");
 }
 
 Test(trace, perfetto_counters_end_and_peak_at_the_stats) {
