@@ -48,7 +48,8 @@ LIB_CFLAGS := $(BASE_CFLAGS) -fvisibility=hidden $(SANFLAGS)
 # Each layer sees the layers below it through their headers only:
 #   alloc/include   the core's interface (public header, core.h, log.h)
 #   alloc/backend   the backend contract
-INC_CORE := -Ialloc -Ialloc/include -Ialloc/backend
+#   curves          per-step series: trends and SVG (shared with the workload)
+INC_CORE := -Ialloc -Ialloc/include -Ialloc/backend -Icurves
 INC_BACKEND := -Ialloc/backend -Ialloc/include
 INC_SIM := -Ialloc/backend/sim $(INC_BACKEND)
 INC_SHIM := -Ishim -Ialloc/include -Ialloc/backend
@@ -64,14 +65,16 @@ BACKEND_SRCS := $(sort $(wildcard alloc/backend/*.c))
 SIM_SRCS := $(sort $(wildcard alloc/backend/sim/*.c))
 SHIM_SRCS := $(sort $(wildcard shim/*.c))
 SHIM_SIM_SRCS := $(sort $(wildcard shim/sim/*.c))
-ALLOC_SRCS := $(CORE_SRCS) $(BACKEND_SRCS) $(SIM_SRCS)
+CURVE_SRCS := $(sort $(wildcard curves/*.c))
+ALLOC_SRCS := $(CORE_SRCS) $(BACKEND_SRCS) $(SIM_SRCS) $(CURVE_SRCS)
 ALLOC_OBJS := $(ALLOC_SRCS:%.c=$(BUILD)/obj/%.o)
 SHIM_OBJS := $(SHIM_SRCS:%.c=$(BUILD)/obj/%.o) $(SHIM_SIM_SRCS:%.c=$(BUILD)/obj/%.o)
 # The test build of the core: the same sources with CA_TESTING, which adds
 # the switches that break a guard (so that its test can show it is caught)
 # and the internal assertions. Only test binaries link it.
 TEST_CORE_OBJS := $(CORE_SRCS:%.c=$(BUILD)/obj-test/%.o)
-TEST_ALLOC_OBJS := $(TEST_CORE_OBJS) $(BACKEND_SRCS:%.c=$(BUILD)/obj/%.o) $(SIM_SRCS:%.c=$(BUILD)/obj/%.o)
+TEST_ALLOC_OBJS := $(TEST_CORE_OBJS) $(BACKEND_SRCS:%.c=$(BUILD)/obj/%.o) $(SIM_SRCS:%.c=$(BUILD)/obj/%.o) \
+  $(CURVE_SRCS:%.c=$(BUILD)/obj/%.o)
 
 LIB_SO_NAME := libcudalloc.so.$(SOVERSION)
 LIB_SO := $(BUILD)/libcudalloc.so
@@ -97,6 +100,9 @@ $(BUILD)/obj/alloc/backend/%.o: alloc/backend/%.c
 $(BUILD)/obj/alloc/backend/sim/%.o: alloc/backend/sim/%.c
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) $(INC_SIM) -c $< -o $@
+$(BUILD)/obj/curves/%.o: curves/%.c
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) -Icurves -c $< -o $@
 $(BUILD)/obj/shim/%.o: shim/%.c
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) $(INC_SHIM) -c $< -o $@

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "oom.h"
 #include "pages.h"
+#include "peak.h"
 #include "pool.h"
 #include "ptrmap.h"
 #include "segments.h"
@@ -67,6 +68,7 @@ static void count_alloc(ca_device_t *d, ca_block_t *b) {
   ca_stat_add(&d->stats.num_allocs, 1);
   ca_stat_add(&d->stats.num_live_blocks, 1);
   ca_oom_on_alloc(d);
+  ca_peak_on_alloc(d, b);
 }
 
 static CUresult out_of_memory(ca_device_t *d, size_t size, CUresult rc) {
@@ -203,6 +205,7 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
   ca_block_t *b = NULL;
   if (!rc && !(b = ca_ptrmap_remove(&d->live, p))) rc = bad_free(d, p);
   if (b) {
+    ca_peak_on_free(d, b);
     ca_stat_add(&d->stats.allocated_bytes, -(int64_t)b->size);
     ca_stat_add(&d->stats.requested_bytes, -(int64_t)b->requested);
     ca_stat_add(&d->stats.num_frees, 1);

@@ -2,11 +2,13 @@
  * the core. The interception shim reaches the same core through core.h. */
 #include "check.h"
 #include "core.h"
+#include "creep.h"
 #include "device.h"
 #include "fence.h"
 #include "log.h"
 #include "oom.h"
 #include "pages.h"
+#include "peak.h"
 #include "pinned.h"
 #include "report.h"
 #include "stats.h"
@@ -115,10 +117,19 @@ static void step_device(ca_device_t *d, void *arg) {
   ca_oom_on_step(d);
 }
 
-void cudalloc_step(void) {
-  ca_step_mark();
-  uint64_t n = ca_step_current();
-  ca_each_device(step_device, &n);
+/* A step ends: frees that completed are returned first, so that the
+ * creep sample describes the step's settled state. The event log numbers
+ * the marks from 1: the count after this one. */
+static void end_step(int source) {
+  uint64_t mark = ca_step_mark();
+  ca_each_device(step_device, &mark);
+  ca_creep_mark(source, mark - 1);
+}
+
+void cudalloc_step(void) { end_step(CA_MARK_API); }
+
+void ca_device_synchronized(void) {
+  if (ca_config.step_on == CA_STEP_ON_SYNC && ca_ready()) end_step(CA_MARK_SYNC);
 }
 
 cudaError_t cudalloc_trace_dump(const char *path) {
@@ -147,6 +158,7 @@ static void reset_peaks(ca_device_t *d, void *arg) {
   CUDALLOC_STAT_BYTES(CA_RESET_PEAK)
   CUDALLOC_STAT_COUNTS(CA_RESET_PEAK)
 #undef CA_RESET_PEAK
+  ca_peak_reset(d);
 }
 
 void cudalloc_reset_peaks(void) {

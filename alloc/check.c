@@ -7,6 +7,7 @@
 #include "pages.h"
 #include "ptrmap.h"
 #include "segments.h"
+#include "sitelive.h"
 
 typedef struct tally_s {
   int64_t live_bytes, requested, live_count, pending_bytes, mapped_bytes;
@@ -130,6 +131,10 @@ static ca_check_code_t check_stats(ca_device_t *d, const tally_t *t) {
     FAIL(CA_CHECK_STATS, "check: stats say %lld bytes in %lld live blocks, blocks hold %lld in %lld",
          (long long)s->allocated_bytes.current, (long long)s->num_live_blocks.current, (long long)t->live_bytes,
          (long long)t->live_count);
+  int64_t by_site = ca_sitelive_total(ca_sitelive_of(d));
+  if (by_site != s->allocated_bytes.current)
+    FAIL(CA_CHECK_STATS, "check: call sites hold %lld live bytes, stats say %lld", (long long)by_site,
+         (long long)s->allocated_bytes.current);
   if (s->active_bytes.current != t->live_bytes + t->pending_bytes)
     FAIL(CA_CHECK_STATS, "check: active bytes %lld, live + pending %lld", (long long)s->active_bytes.current,
          (long long)(t->live_bytes + t->pending_bytes));

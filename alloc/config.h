@@ -21,6 +21,8 @@ typedef enum { CA_FREE_DEVICE, CA_FREE_STREAM } ca_free_mode_t;
 typedef enum { CA_TRACK_OFF, CA_TRACK_CALLER, CA_TRACK_STACK, CA_TRACK_PYTHON, CA_TRACK_BACKTRACE } ca_track_t;
 /* Which processes of a job print the summary on stderr. */
 typedef enum { CA_SUMMARY_ALL, CA_SUMMARY_RANK0 } ca_summary_t;
+/* What ends a step besides cudalloc_step(): nothing, or each cudaDeviceSynchronize. */
+typedef enum { CA_STEP_ON_API, CA_STEP_ON_SYNC } ca_step_on_t;
 
 #define CA_CONFIG_PATH_MAX 256
 #define CA_CONFIG_NAME_MAX 16
@@ -46,6 +48,10 @@ typedef struct ca_config_s {
   char oom_report[CA_CONFIG_PATH_MAX]; /* out-of-memory report prefix; "" default, "off" none */
   char trace[CA_CONFIG_PATH_MAX];  /* event log path, %p pid, %r rank, %h host; "" off */
   uint64_t trace_ring;          /* keep only the last N events, dumped at exit and on OOM; 0 all */
+  ca_step_on_t step_on;         /* step marks also at each cudaDeviceSynchronize */
+  unsigned sample_ms;           /* a step mark every N ms of allocator activity; 0: off */
+  char creep_csv[CA_CONFIG_PATH_MAX]; /* per-step figures, %p %r; "" off */
+  char creep_svg[CA_CONFIG_PATH_MAX]; /* the per-step curve, %p %r; "" off */
   ca_backend_options_t sim;     /* the sim_* keys, handed to the backend's init */
 } ca_config_t;
 

@@ -21,7 +21,7 @@
  *   trace_log
  *   trace_ring trace_buf
  *   trace
- *   blocks
+ *   blocks sitelive
  *   segments fence
  *   pages
  *   pool
@@ -29,6 +29,8 @@
  *   pinned_chunks
  *   pinned
  *   stats check leaks
+ *   creep
+ *   peak
  *   report
  *   demand oom
  *   alloc api lifecycle
@@ -56,6 +58,8 @@
  *   oom        the out-of-memory report            oom_verdict  its verdict, from figures alone
  *   trace_log  the event log's file, call-site ids trace_ring  the last N events (trace_ring)
  *   trace_buf  per-thread event buffers, writer    trace   the event log's hooks, start, dump
+ *   sitelive   live bytes per call site
+ *   creep      per-step samples, creep verdict     peak    what was live at the peaks
  *   alloc, api, lifecycle: the entry points (include/core.h, include/cudalloc.h)
  *
  * This header includes them all, for the test suites; no core file
@@ -68,6 +72,7 @@
 #include "bins.h"
 #include "blocks.h"
 #include "check.h"
+#include "creep.h"
 #include "demand.h"
 #include "device.h"
 #include "env.h"
@@ -76,6 +81,7 @@
 #include "lifecycle.h"
 #include "oom.h"
 #include "pages.h"
+#include "peak.h"
 #include "peers.h"
 #include "pinned.h"
 #include "pinned_chunks.h"
@@ -85,6 +91,7 @@
 #include "rank.h"
 #include "report.h"
 #include "segments.h"
+#include "sitelive.h"
 #include "stats.h"
 #include "step.h"
 #include "streams.h"

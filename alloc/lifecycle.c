@@ -10,6 +10,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "oom.h"
+#include "peak.h"
 #include "peers.h"
 #include "pinned.h"
 #include "rank.h"
@@ -103,6 +104,7 @@ static void settle_then_teardown(ca_device_t *d) {
   if (d->ready && __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) == 0 &&
       CA_CALL_TRYING(d, backend_sync, ca_state.be->device_sync(d->ordinal)))
     ca_log("device %d: the device could not be synchronized before its memory is given back", d->ordinal);
+  ca_peak_device_reset(d);
   ca_device_teardown(d, true);
 }
 
@@ -139,6 +141,7 @@ void cudalloc_shutdown(void) {
     ca_state.be->shutdown();
   }
   ca_demand_arm(0);
+  ca_peak_forget(false);
   ca_track_forget();
   ca_oom_forget(false);
   ca_streams_forget(false);
@@ -164,6 +167,7 @@ void ca_fork_child(void) {
   ca_trace_fork_child();
   drop_devices(false);
   ca_oom_forget(true);
+  ca_peak_forget(true);
   ca_streams_forget(true);
   memset(&ca_state, 0, sizeof ca_state);
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;

@@ -9,9 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "creep.h"
 #include "device.h"
 #include "leaks.h"
 #include "log.h"
+#include "peak.h"
 #include "pinned.h"
 #include "rank.h"
 #include "stats.h"
@@ -162,6 +164,8 @@ void ca_report_summary(FILE *f) {
           changed[0] ? changed : "defaults");
   ca_each_device(summary_of, f);
   summary_pinned(f);
+  ca_peak_report(f, 3);
+  ca_creep_report(f);
 }
 
 // ----------------------------------------------------------------------------
@@ -268,7 +272,10 @@ static FILE *open_report(const char *suffix, char *path, size_t cap) {
 }
 
 void ca_report_write_files(void) {
-  if (!ca_ready() || !ca_config.report[0]) return;
+  if (!ca_ready()) return;
+  ca_creep_write_files();
+  ca_peak_write_files();
+  if (!ca_config.report[0]) return;
   char path[CA_CONFIG_PATH_MAX + 32];
   FILE *f = open_report("-leaks.txt", path, sizeof path);
   if (f) {

@@ -6,7 +6,12 @@
 
 /* Steps marked so far (0 before the first mark). */
 uint32_t ca_step_current(void);
-/* A step ended (cudalloc_step, or an automatic mark). */
-void ca_step_mark(void);
+/* A step ended (cudalloc_step, or an automatic mark); returns the count
+ * after it. */
+uint32_t ca_step_mark(void);
+/* At least step (sample_ms moves it by the clock); returns the current step. */
+uint32_t ca_step_at_least(uint32_t step);
+/* Back to 0 (shutdown, fork child). */
+void ca_step_reset(void);
 
 #endif /* CUDALLOC_STEP_H */

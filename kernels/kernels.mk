@@ -14,7 +14,7 @@
 K_OPS := embedding linear layernorm attention gelu residual crossentropy adamw seqslice
 K_REF_SRCS := $(K_OPS:%=kernels/%.c) kernels/ops_ref.c
 K_CU_SRCS := $(K_OPS:%=kernels/%.cu)
-K_MODEL_SRCS := kernels/model.c kernels/data.c kernels/verdict.c kernels/svg.c \
+K_MODEL_SRCS := kernels/model.c kernels/data.c kernels/verdict.c curves/svg.c curves/trend.c \
   kernels/memstats.c kernels/devmem_track.c
 
 # Test side (LIB_CFLAGS: sanitized with the rest of the test binaries).
@@ -42,15 +42,15 @@ all: $(WORKLOAD) $(WORKLOAD_HOST) cuda
 
 $(BUILD)/kobj/lib/%.o: %.c kernels/kernels.mk | $(HEADER)
 	@mkdir -p $(@D)
-	$(CC) $(LIB_CFLAGS) $(K_FLAGS) -I$(BUILD)/include -Ikernels -c $< -o $@
+	$(CC) $(LIB_CFLAGS) $(K_FLAGS) -I$(BUILD)/include -Ikernels -Icurves -c $< -o $@
 
 $(BUILD)/kobj/app/%.o: %.c kernels/kernels.mk | $(HEADER)
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) $(K_FLAGS) -Ikernels -c $< -o $@
+	$(CC) $(APP_CFLAGS) $(K_FLAGS) -Ikernels -Icurves -c $< -o $@
 
 $(BUILD)/kobj/app/kernels/workload_cuda.o: kernels/workload.c kernels/kernels.mk | $(HEADER)
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) -Ikernels -DWORKLOAD_CUDA -c $< -o $@
+	$(CC) $(APP_CFLAGS) -Ikernels -Icurves -DWORKLOAD_CUDA -c $< -o $@
 
 $(KERNEL_LIB): $(K_LIB_OBJS)
 	@rm -f $@
@@ -72,7 +72,7 @@ else
 # compute_75 PTX runs on every GPU CUDA 13 supports; sm_90 code for Hopper.
 NVCC_ARCH ?= -gencode arch=compute_75,code=[sm_75,compute_75] -gencode arch=compute_90,code=sm_90
 NVCC_FLAGS := -O2 -std=c++17 -lineinfo $(NVCC_ARCH) -Werror all-warnings \
-  -Xcompiler -Wall,-Wextra,-fPIC -Ikernels -MMD -MP
+  -Xcompiler -Wall,-Wextra,-fPIC -Ikernels -Icurves -MMD -MP
 
 cuda: $(WORKLOAD_CUDA) $(KERNEL_CHECK)
 
@@ -89,4 +89,4 @@ $(KERNEL_CHECK): $(BUILD)/kobj/app/kernels/kernel_check.o $(K_APP_REF_OBJS) $(K_
 	$(NVCC) $(NVCC_ARCH) -o $@ $^ $(LIBS)
 endif
 
--include $(K_LIB_OBJS:.o=.d) $(wildcard $(BUILD)/kobj/app/kernels/*.d $(BUILD)/kobj/cu/kernels/*.d)
+-include $(K_LIB_OBJS:.o=.d) $(wildcard $(BUILD)/kobj/app/kernels/*.d $(BUILD)/kobj/app/curves/*.d $(BUILD)/kobj/cu/kernels/*.d)

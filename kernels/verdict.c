@@ -4,22 +4,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "trend.h"
 #include "verdict.h"
 
 #define MIB (1024.0 * 1024.0)
 #define KIB 1024.0
-
-double verdict_slope(const double *y, int n) {
-  if (n < 2) return 0.0;
-  double mx = (n - 1) / 2.0, my = 0.0, sxy = 0.0, sxx = 0.0;
-  for (int i = 0; i < n; i++) my += y[i];
-  my /= n;
-  for (int i = 0; i < n; i++) {
-    sxy += (i - mx) * (y[i] - my);
-    sxx += (i - mx) * (i - mx);
-  }
-  return sxy / sxx;
-}
 
 static double mean(const double *y, int n) {
   double s = 0.0;
@@ -59,7 +48,7 @@ static void check_reserved(const verdict_input_t *in, verdict_t *v) {
   int w = in->warmup, window = in->steps - w;
   v->plateau = max_of(in->reserved, w > 0 ? w : 1);
   v->final_reserved = in->reserved[in->steps - 1];
-  v->reserved_slope = verdict_slope(in->reserved + w, window);
+  v->reserved_slope = trend_ls_slope(in->reserved + w, window);
   v->slope_limit = fmax(VERDICT_SLOPE_FRAC * v->plateau, 2.0 * in->granule / window);
   v->final_limit = fmax(VERDICT_FINAL_FRAC * v->plateau, in->granule);
   if (v->reserved_slope > v->slope_limit)
@@ -75,7 +64,7 @@ static void check_allocated(const verdict_input_t *in, verdict_t *v) {
   int w = in->warmup, window = in->steps - w;
   v->alloc_base = in->allocated[w > 0 ? w - 1 : 0];
   v->alloc_growth = max_of(in->allocated + w, window) - v->alloc_base;
-  v->alloc_slope = verdict_slope(in->allocated + w, window);
+  v->alloc_slope = trend_ls_slope(in->allocated + w, window);
   if (v->alloc_growth > 0.0)
     fail(v, "allocated creep", "allocated creep: live memory at step ends grew by %.2f MiB after the warm-up "
          "(%+.1f KiB/step): a leak", v->alloc_growth / MIB, v->alloc_slope / KIB);

@@ -2,7 +2,7 @@
  *
  * Rules (docs/workload.md justifies each threshold):
  * - reserved memory after the warm-up must not trend upward: the least-
- *   squares slope over steps [warmup, steps) stays below
+ *   squares slope (curves/trend.c) over steps [warmup, steps) stays below
  *   max(VERDICT_SLOPE_FRAC x plateau, 2 x granule / window);
  * - the last step's reserved memory stays within
  *   max(VERDICT_FINAL_FRAC x plateau, 1 granule) of the plateau (the highest
@@ -44,8 +44,6 @@ typedef struct verdict_s {
   char failed[128];                     /* the failed rules' short names, ", " apart */
 } verdict_t;
 
-/* Least-squares slope of y[0..n) against 0..n-1; 0 when n < 2. */
-double verdict_slope(const double *y, int n);
 void verdict_eval(const verdict_input_t *in, verdict_t *out);
 
 #endif /* KERNELS_VERDICT_H */

@@ -6,6 +6,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "trend.h"
 #include "verdict.h"
 
 #define MIB (1024.0 * 1024.0)
@@ -39,9 +40,9 @@ static void expect_fail(const run_t *r, const char *named) {
 
 Test(verdict, slope_of_known_lines) {
   double line[5] = {3, 5, 7, 9, 11}, flat[4] = {2, 2, 2, 2}, one[1] = {7};
-  cr_expect_float_eq(verdict_slope(line, 5), 2.0, 1e-12);
-  cr_expect_float_eq(verdict_slope(flat, 4), 0.0, 1e-12);
-  cr_expect_float_eq(verdict_slope(one, 1), 0.0, 1e-12);
+  cr_expect_float_eq(trend_ls_slope(line, 5), 2.0, 1e-12);
+  cr_expect_float_eq(trend_ls_slope(flat, 4), 0.0, 1e-12);
+  cr_expect_float_eq(trend_ls_slope(one, 1), 0.0, 1e-12);
 }
 
 Test(verdict, flat_run_passes) {

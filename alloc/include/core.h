@@ -117,6 +117,10 @@ CUresult ca_peer_access_enabled(int dev, int peer);
  * what cudalloc holds but could give back, never above the total. */
 CUresult ca_mem_get_info(int dev, size_t *free_bytes, size_t *total_bytes);
 
+/* The program synchronized the whole device (cudaDeviceSynchronize): with
+ * step_on:sync, a step ends, as at cudalloc_step(). */
+void ca_device_synchronized(void);
+
 /* Drops every pool of dev (cudaDeviceReset): live blocks are forgotten. */
 CUresult ca_device_reset(int dev);
 

@@ -56,9 +56,17 @@ CA_EXPORT cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int d
   return cudaSuccess;
 }
 
-CA_EXPORT cudaError_t cudaDeviceSynchronize(void) {
+static cudaError_t device_synchronize(void) {
   CA_SIM_OR_REAL(cudaDeviceSynchronize);
   return ca_rt_result(be->device_sync(ca_device_current()));
+}
+
+/* On CUDA too: a C training loop synchronizes the device once per step,
+ * which is where step_on:sync ends a step for the creep report. */
+CA_EXPORT cudaError_t cudaDeviceSynchronize(void) {
+  cudaError_t err = device_synchronize();
+  if (err == cudaSuccess) ca_device_synchronized();
+  return err;
 }
 
 CA_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {

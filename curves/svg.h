@@ -1,6 +1,8 @@
-/* The 50-step memory picture as plain SVG, written by the program. */
-#ifndef KERNELS_SVG_H
-#define KERNELS_SVG_H
+/* Memory per step as a plain SVG line chart: the workload's 50-step picture
+ * and the core's creep curve (creep.c) draw with it. It depends on nothing
+ * but stdio, so that both the core and the workload compile it. */
+#ifndef CURVES_SVG_H
+#define CURVES_SVG_H
 
 typedef struct svg_series_s {
   const char *label, *colour;
@@ -14,4 +16,4 @@ typedef struct svg_series_s {
 int svg_write(const char *path, const char *title, const char *note, int steps, int warmup,
               const svg_series_t *series, int nseries);
 
-#endif /* KERNELS_SVG_H */
+#endif /* CURVES_SVG_H */

@@ -1,0 +1,43 @@
+/* "sitelive.c": live bytes per call site, per device, kept up to date by
+ * every allocation and free (one hash lookup each), so that the peak and
+ * creep reports read them without walking the live blocks. */
+#ifndef CUDALLOC_SITELIVE_H
+#define CUDALLOC_SITELIVE_H
+
+#include "types.h"
+
+/* What one call site holds. An entry stays when its bytes fall to zero:
+ * sites are few (interned stacks, or return addresses) and come back. */
+typedef struct ca_site_live_s {
+  void *site;                   /* block->site (NULL with track:off) */
+  int64_t bytes;                /* rounded bytes, as allocated_bytes counts them */
+  int64_t requested;            /* what the program asked for */
+  int64_t count;                /* live blocks */
+  int series;                   /* creep.c: the site's column; -1 none yet, -2 none to be had */
+  bool used;
+  bool lost;                    /* the entry of blocks whose site found no room (no host memory) */
+} ca_site_live_t;
+
+typedef struct ca_sitelive_s {
+  ca_site_live_t *slots;
+  size_t cap, used;
+  ca_site_live_t lost;          /* blocks whose site found no room (no host memory) */
+} ca_sitelive_t;
+
+/* The table of device d (the caller holds d's lock). */
+ca_sitelive_t *ca_sitelive_of(const ca_device_t *d);
+/* b became live (sign +1) or stopped being live (sign -1). */
+void ca_sitelive_add(ca_sitelive_t *t, const ca_block_t *b, int sign);
+/* Copies the entries holding bytes into out, which has room for
+ * t->used + 1 (every entry and the lost one); returns their count. */
+size_t ca_sitelive_copy(const ca_sitelive_t *t, ca_site_live_t *out);
+/* Sorts n copied entries, biggest first. */
+void ca_sitelive_sort(ca_site_live_t *e, size_t n);
+/* The total the table says d holds, to compare with allocated_bytes. */
+int64_t ca_sitelive_total(const ca_sitelive_t *t);
+/* Live bytes forgotten (device reset): every entry to zero. */
+void ca_sitelive_clear(ca_sitelive_t *t);
+/* Frees every table (shutdown); abandon: forgets them unfreed (fork child). */
+void ca_sitelive_forget(bool abandon);
+
+#endif /* CUDALLOC_SITELIVE_H */
