@@ -50,15 +50,26 @@ static double min_of(const double *y, int n) {
   return m;
 }
 
-/* The floors of TREND_WINDOWS consecutive windows; how many rose. */
-static void floors(const double *y, int n, trend_t *t) {
-  double prev = 0.0;
+static double mean_of(const double *y, int n) {
+  double m = 0;
+  for (int i = 0; i < n; i++) m += y[i];
+  return m / n;
+}
+
+/* The floors of TREND_WINDOWS consecutive windows, and how many rose by
+ * at least TREND_FLOOR_SHARE of what the slope predicts between them: a
+ * leak lifts every floor by its slope; growth that stopped early (a cache
+ * filling up, a warm-up longer than expected) lifts none of the later
+ * ones, and noise lifts them by chance only, by little. */
+static void floors(const double *x, const double *y, int n, trend_t *t) {
+  double prev = 0.0, prev_x = 0.0;
   for (int w = 0; w < TREND_WINDOWS; w++) {
     int lo = n * w / TREND_WINDOWS, hi = n * (w + 1) / TREND_WINDOWS;
-    double f = min_of(y + lo, hi - lo);
+    double f = min_of(y + lo, hi - lo), cx = mean_of(x + lo, hi - lo);
     if (w == 0) t->floor_first = f;
-    else if (f > prev) t->floors_rising++;
+    else if (f - prev > 0 && f - prev >= TREND_FLOOR_SHARE * t->slope * (cx - prev_x)) t->floors_rising++;
     prev = f;
+    prev_x = cx;
   }
   t->floor_last = prev;
 }
@@ -77,7 +88,7 @@ bool trend_judge(const double *x, const double *y, int n, double min_rise, trend
   }
   out->slope = trend_theil_sen(tx, ty, m);
   out->z = trend_mann_kendall_z(ty, m);
-  floors(y, n, out);   /* every point: thinning could skip a minimum */
+  floors(x, y, n, out);   /* every point: thinning could skip a minimum */
   out->creeps = out->slope > 0 && out->z >= TREND_Z && out->floors_rising == TREND_WINDOWS - 1 &&
                 out->floor_last - out->floor_first >= min_rise;
   return out->creeps;

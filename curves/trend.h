@@ -9,11 +9,13 @@
  * - its Mann-Kendall statistic (how many later points are above earlier
  *   ones, less how many are below) is at least TREND_Z standard deviations
  *   above zero: a monotone trend, not noise (p < 0.002 for noise);
- * - its floor rises: the minimum of each of TREND_WINDOWS consecutive
- *   windows is above the one before, by min_rise at least once in total.
- *   Variable activations move a series' top, not its floor; one jump (a
- *   bigger batch that is cached from then on) raises one window's floor,
- *   not every window's; a leak raises every floor.
+ * - its floor rises with the slope: the minimum of each of TREND_WINDOWS
+ *   consecutive windows is above the one before by at least
+ *   TREND_FLOOR_SHARE of what the slope predicts between them, and by
+ *   min_rise in total. Variable activations move a series' top, not its
+ *   floor; one jump (a bigger batch that is cached from then on), or growth
+ *   that stops (a cache filling up), raises one window's floor, not every
+ *   window's; a leak raises every floor.
  * docs/reports.md ("Creep") explains the choice. */
 #ifndef CURVES_TREND_H
 #define CURVES_TREND_H
@@ -22,6 +24,7 @@
 
 #define TREND_Z 3.0
 #define TREND_WINDOWS 4
+#define TREND_FLOOR_SHARE 0.5
 #define TREND_MIN_POINTS 8        /* two per window */
 #define TREND_MAX_POINTS 256      /* more are thinned evenly (the pairwise statistics are quadratic) */
 
