@@ -209,6 +209,9 @@ $(BUILD)/progs/%: tests/progs/%.c $(wildcard tests/progs/*.h) $(HEADER)
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) -Itests/progs $< -o $@ $(PROG_LIBS) $(CUDART) $(LIBS)
 
+# Named call sites without debug information: dladdr sees its functions.
+$(BUILD)/progs/creep_leak: PROG_LIBS = -rdynamic
+
 # The one program linked with libcudalloc.a instead of run under the preload
 # (tests/test_static.c); a sanitized archive needs its sanitizer's runtime.
 $(BUILD)/progs/static_app: $(LIB_A)
