@@ -548,6 +548,7 @@ static const char *all_keys[] = {"backend", "expandable_segments", "max_split_si
                                  "garbage_collection_threshold", "roundup_power2_divisions", "memory_cap_mb",
                                  "memory_fraction", "free_mode", "torch_free", "track", "track_depth", "leak_exit_code",
                                  "quiet", "summary", "report", "report_signal", "oom_report", "trace", "trace_ring",
+                                 "step_on", "sample_ms", "creep_csv", "creep_svg",
                                  "sim_devices", "sim_capacity_mb", "sim_granularity_kb",
                                  "sim_events", "sim_lag_ops", "sim_no_vmm", "sim_fail", "sim_fail_rate", "sim_seed",
                                  "sim_latency", "pinned_cache_mb", "pinned_via", "sim_pinned_mb", "sim_other_process"};
