@@ -205,6 +205,25 @@ static void json_stat(FILE *f, const char **sep, const char *name, const cudallo
   *sep = ",";
 }
 
+/* "creep": the device's verdict (creep.c), when steps were marked:
+ * "none", "creep" (sites or reserved memory grow) or "not judged". */
+static void json_creep(FILE *f, ca_device_t *d) {
+  ca_creep_verdict_t v;
+  ca_creep_judge(d, &v);
+  if (!v.steps) return;
+  const char *verdict = !v.judged ? "not judged" : v.nsites || v.reserved_creeps ? "creep" : "none";
+  fprintf(f, ",\n     \"creep\": {\"verdict\": \"%s\", \"steps\": %zu, \"reserved_slope\": %.0f, "
+             "\"reserved_creeps\": %s, \"sites\": [", verdict, v.steps, v.reserved_slope,
+          v.reserved_creeps ? "true" : "false");
+  char where[512];
+  for (int i = 0; i < v.nsites; i++) {
+    ca_track_name(v.sites[i].site, where, sizeof where);
+    json_safe(where);
+    fprintf(f, "%s{\"site\": \"%s\", \"slope\": %.0f}", i ? ", " : "", where, v.sites[i].slope);
+  }
+  fprintf(f, "]}");
+}
+
 static void json_of(ca_device_t *d, void *arg) {
   json_t *j = arg;
   FILE *f = j->f;
@@ -218,7 +237,9 @@ static void json_of(ca_device_t *d, void *arg) {
   CUDALLOC_STAT_COUNTS(CA_JSON)
   fprintf(f, "},\n     \"leaks\": [");
   json_leaks(f, &d->live);
-  fprintf(f, "]}");
+  fprintf(f, "]");
+  json_creep(f, d);
+  fprintf(f, "}");
 }
 
 /* "pinned": statistics and leaks of pinned host memory, when it was used. */

@@ -109,3 +109,25 @@ Test(creep_preload, bad_values_are_refused_by_name) {
   shim_assert_has(r, "bad value '-3' for key 'sample_ms' (expected an integer from 0 to 3600000)");
   shim_assert_lacks(r, "cudalloc: creep on");
 }
+
+/* With a report prefix: the verdict in the JSON report (what
+ * bench/ranks/ranks_table.py reads per rank), and both reports in full in
+ * <prefix>-peak.txt. */
+Test(creep_preload, the_json_report_and_the_peak_file_carry_the_verdict) {
+  char prefix[64], marks[128], path[96];
+  snprintf(prefix, sizeof prefix, "/tmp/cudalloc-creep-report-%d", (int)getpid());
+  snprintf(marks, sizeof marks, "step_on:sync,report:%s", prefix);
+  creep_run(marks, "leak 30");
+  snprintf(path, sizeof path, "%s-stats.json", prefix);
+  const char *j = slurp(path);
+  const char *c = strstr(j, "\"creep\": {\"verdict\": \"creep\", \"steps\": 30, ");
+  cr_assert(c, "%s", j);
+  cr_expect(strstr(c, "\"sites\": [{\"site\": \"keep_history+"), "%s", c);
+  cr_expect(strstr(c, "\"slope\": 65536}]}"), "%s", c);
+  snprintf(path, sizeof path, "%s-peak.txt", prefix);
+  const char *p = slurp(path);
+  cr_expect(strstr(p, "cudalloc: peak allocated on device 0: "), "%s", p);
+  cr_expect(strstr(p, "cudalloc:   creep: +65536 bytes/step from keep_history+"), "%s", p);
+  snprintf(path, sizeof path, "%s-leaks.txt", prefix);
+  unlink(path);
+}
