@@ -5,7 +5,7 @@
  * cudalloc_check() catches per-site totals that drift from the stats. */
 #include "core_testing.h"
 
-static void setup(void) { core_start("sim_capacity_mb:64"); }
+static void setup(void) { core_start("sim_capacity_mb:64,track:caller"); }   /* made-up sites: the caller is the site */
 TestSuite(core_peak, .init = setup, .fini = core_fini);
 
 /* Call sites made up for the test: with track:caller a site is the
