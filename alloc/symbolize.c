@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 /* libdw's functions, looked up in the library dlopen returned. */
@@ -43,6 +44,10 @@ static Dwfl_Callbacks callbacks;
 static bool load_libdw(void) {
   if (loaded) return loaded > 0;
   loaded = -1;
+  /* A statically linked program has no dynamic loader (AT_BASE 0): dlopen
+   * would bring a second libc beside the program's, and libdw crashes in
+   * it (tests/install/check.sh's static build did, at the exit summary). */
+  if (getauxval(AT_BASE) == 0) return false;
   if (!(libdw = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL))) return false;
 #define CA_DW_LOAD(name) \
   if (!(*(void **)&p_##name = dlsym(libdw, #name))) return false;
