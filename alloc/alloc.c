@@ -21,6 +21,7 @@
 #include "pool.h"
 #include "ptrmap.h"
 #include "segments.h"
+#include "streamdev.h"
 #include "streams.h"
 #include "trace.h"
 #include "track.h"
@@ -83,7 +84,7 @@ static CUresult out_of_memory(ca_device_t *d, size_t size, CUresult rc) {
 static CUresult device_of(int dev, ca_stream_t stream, ca_device_t **out) {
   int sdev = dev;
   if (dev < 0 || !ca_stream_is_default(stream)) {   /* an explicit device's default streams are its own */
-    CUresult rc = ca_state.be->stream_device(stream, &sdev);
+    CUresult rc = ca_stream_device(stream, &sdev);
     if (rc) return rc;
     if (dev >= 0 && sdev != dev) return CUDA_ERROR_INVALID_HANDLE;
   }

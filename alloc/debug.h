@@ -20,6 +20,7 @@ typedef struct ca_debug_s {
   bool trace_drop_one;          /* the event log silently loses its next event */
   bool stackwalk_trust_caller;  /* a remembered stack matches on its innermost frame alone */
   bool sites_miss_frees;        /* the per-site live totals ignore frees */
+  bool stale_stream_devices;    /* threads keep their streams' devices through every change */
 } ca_debug_t;
 extern ca_debug_t ca_debug;
 #define CA_DEBUG(sw) (ca_debug.sw)

@@ -17,6 +17,7 @@
  *   debug
  *   step stackwalk symbolize pystack
  *   types
+ *   streamdev
  *   bins ptrmap track streams peers
  *   trace_log
  *   trace_ring trace_buf
@@ -40,6 +41,7 @@
  *   env        environment variables before libc   rank    which process of a job this is
  *   log        stderr lines, rank-tagged           config  CUDALLOC_CONF
  *   types      structures, constants, ca_stat_add and CA_CALL
+ *   streamdev  a stream's device, remembered per thread
  *   bins       free blocks by size (TLSF)          ptrmap  live blocks by address
  *   track      call sites                          blocks  block structs, set free, coalesce
  *   streams    stream handles, the fence's streams
@@ -94,6 +96,7 @@
 #include "sitelive.h"
 #include "stats.h"
 #include "step.h"
+#include "streamdev.h"
 #include "streams.h"
 #include "symbolize.h"
 #include "trace.h"

@@ -15,6 +15,7 @@
 #include "pinned.h"
 #include "rank.h"
 #include "report.h"
+#include "streamdev.h"
 #include "streams.h"
 #include "trace.h"
 #include "track.h"
@@ -145,6 +146,7 @@ void cudalloc_shutdown(void) {
   ca_track_forget();
   ca_oom_forget(false);
   ca_streams_forget(false);
+  ca_streamdev_forget();
   config_loaded = false;
   memset(&ca_state, 0, sizeof ca_state);
 #ifdef CA_TESTING
@@ -169,6 +171,7 @@ void ca_fork_child(void) {
   ca_oom_forget(true);
   ca_peak_forget(true);
   ca_streams_forget(true);
+  ca_streamdev_forget();
   memset(&ca_state, 0, sizeof ca_state);
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   init_lock = fresh;
@@ -198,6 +201,7 @@ CUresult ca_device_reset(int dev) {
   if (!ca_ready()) return CUDA_SUCCESS;
   if (dev < 0 || dev >= ca_state.ndevices) return CUDA_ERROR_INVALID_DEVICE;
   ca_device_t *d = __atomic_load_n(&ca_state.devices[dev], __ATOMIC_ACQUIRE);
+  ca_streamdev_forget();   /* the device's streams are gone with it */
   if (!d) return CUDA_SUCCESS;
   pthread_mutex_lock(&d->lock);
   if (d->ready) settle_then_teardown(d);
@@ -214,6 +218,7 @@ CUresult ca_stream_created(ca_stream_t stream, bool nonblocking) {
   if (rc || ca_stream_is_default(stream)) return rc;
   int dev;
   ca_device_t *d;
+  ca_streamdev_forget();   /* a new stream may reuse the value of one destroyed unseen */
   rc = ca_state.be->stream_device(stream, &dev);
   if (rc == CUDA_ERROR_INVALID_HANDLE || rc == CUDA_ERROR_NOT_SUPPORTED) return rc;
   if (!nonblocking) return CUDA_SUCCESS;   /* the legacy stream's event covers it */
@@ -231,6 +236,7 @@ static void stream_gone(ca_device_t *d, void *stream) { ca_queue_stream_gone(d, 
 
 void ca_stream_destroyed(ca_stream_t stream) {
   if (ca_stream_is_default(stream)) return;
+  ca_streamdev_forget();
   ca_stream_forget_deferred(stream);
   ca_each_device(stream_gone, stream);
 }

@@ -10,6 +10,7 @@
 #include "streams.h"
 
 #include "log.h"
+#include "streamdev.h"
 
 bool ca_stream_is_default(ca_stream_t s) {
   return s == NULL || s == CA_STREAM_LEGACY || s == CA_STREAM_PER_THREAD;
@@ -20,7 +21,7 @@ bool ca_stream_is_default(ca_stream_t s) {
 CUresult ca_stream_check(ca_device_t *d, ca_stream_t stream) {
   if (ca_stream_is_default(stream)) return CUDA_SUCCESS;
   int dev;
-  CUresult rc = ca_state.be->stream_device(stream, &dev);
+  CUresult rc = ca_stream_device(stream, &dev);
   return rc ? rc : dev == d->ordinal ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 

@@ -265,6 +265,7 @@ Test(core_stream_regressions, a_free_whose_stream_cannot_be_checked_waits_like_c
   cr_assert_eq(ca_sim_stream_create(&s, 1), CUDA_SUCCESS);
   ca_stream_created(s, true);
   void *p = alloc_on(3 * MiB, s);
+  ca_streamdev_forget();   /* the thread asks the backend again, as after a stream made elsewhere */
   ca_sim_fail_nth(CA_OP_stream_device, 1);
   cr_assert_eq(cudalloc_free(p, (cudaStream_t)s), cudaSuccess);
   cr_assert_eq(ca_sim_errors(CA_OP_stream_device), 1, "the lookup was made and failed");

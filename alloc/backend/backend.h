@@ -220,6 +220,12 @@ typedef struct ca_backend_s {
    * allocation fails (it may be slow and may allocate host memory).
    * CUDA_ERROR_NOT_SUPPORTED when the backend cannot tell (no NVML). */
   CUresult (*processes)(int dev, ca_process_t *out, unsigned cap, unsigned *n);
+  /* An opaque key of the calling thread's current context, NULL when it has
+   * none: equal keys name the same context, so the same current device and
+   * default streams. No counted call, never fails, cheap enough for every
+   * allocation (on CUDA, cuCtxGetCurrent alone), so that the core can
+   * remember what stream_device said for the default streams. */
+  void *(*context_key)(void);
 } ca_backend_t;
 
 extern const ca_backend_t ca_backend_sim;

@@ -602,6 +602,13 @@ static CUresult cuda_processes(int dev, ca_process_t *out, unsigned cap, unsigne
   return ca_nvml_processes(bus_id, out, cap, n);
 }
 
+/* The current context itself: a served one is a primary context the
+ * backend retains, so its handle is never reused while the key is kept. */
+static void *cuda_context_key(void) {
+  CUcontext cur = NULL;
+  return ready() && drv.ctx_get_current(&cur) == CUDA_SUCCESS ? (void *)cur : NULL;
+}
+
 const ca_backend_t ca_backend_cuda = {
     .name = "cuda",
     .init = cuda_init,
@@ -634,4 +641,5 @@ const ca_backend_t ca_backend_cuda = {
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
     .processes = cuda_processes,
+    .context_key = cuda_context_key,
 };

@@ -295,6 +295,14 @@ static CUresult sim_get_device(int *dev) {
   return ca_sim_leave(CA_OP_get_device, rc);
 }
 
+/* A context is a device's in one life of the simulation (gen): a key
+ * made of both is never reused. */
+static void *sim_context_key(void) {
+  int dev;
+  if (!ca_sim_current_context(&dev)) return NULL;
+  return (void *)(uintptr_t)((uint64_t)tls_device.gen << 16 | (uint64_t)(dev + 1));
+}
+
 static CUresult sim_set_device(int dev) {
   CUresult rc = ca_sim_enter(CA_OP_set_device);
   if (rc == CUDA_SUCCESS) rc = started_or_violation();
@@ -453,4 +461,5 @@ const ca_backend_t ca_backend_sim = {
     .host_alloc = sim_host_alloc,
     .host_free = sim_host_free,
     .processes = sim_processes,
+    .context_key = sim_context_key,
 };

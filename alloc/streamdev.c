@@ -1,0 +1,64 @@
+/* The device of a stream handle, remembered per thread.
+ *
+ * Each thread keeps the answers it got, stamped with a process-wide
+ * generation; anything that can make an answer wrong (a handle destroyed
+ * and its value reused by a stream of another device, a reset) moves the
+ * generation on, and every thread's answers are then asked again. A
+ * destroyed stream the core was not told of stays answered: the shim tells
+ * it of every destruction it intercepts, and a program that links the
+ * library calls cudalloc_stream_unregister (docs/usage.md). */
+#include "streamdev.h"
+
+#define CA_STREAMDEV_WAYS 8   /* created streams remembered per thread */
+
+static uint64_t generation = 1;   /* a thread's zeroed memory names none */
+
+typedef struct {
+  uint64_t gen;
+  void *ctx;                      /* the default handles' answer holds under this context */
+  int ctx_dev;
+  ca_stream_t stream[CA_STREAMDEV_WAYS];
+  int dev[CA_STREAMDEV_WAYS];
+} streamdev_tls_t;
+
+static __thread streamdev_tls_t tls;
+
+static bool is_default(ca_stream_t s) { return s == NULL || s == CA_STREAM_LEGACY || s == CA_STREAM_PER_THREAD; }
+
+static unsigned way_of(ca_stream_t s) { return (unsigned)((uintptr_t)s >> 4 ^ (uintptr_t)s >> 12) % CA_STREAMDEV_WAYS; }
+
+/* The thread's answers, emptied when the generation moved on. */
+static streamdev_tls_t *answers(void) {
+  uint64_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+  if (tls.gen != gen && !CA_DEBUG(stale_stream_devices)) {
+    streamdev_tls_t fresh = {.gen = gen};
+    tls = fresh;
+  }
+  return &tls;
+}
+
+static void *context_key(void) { return ca_state.be->context_key ? ca_state.be->context_key() : NULL; }
+
+CUresult ca_stream_device(ca_stream_t stream, int *dev) {
+  streamdev_tls_t *t = answers();
+  bool dflt = is_default(stream);
+  unsigned w = way_of(stream);
+  void *ctx = dflt ? context_key() : NULL;
+  bool same_ctx = ctx && (t->ctx == ctx || (CA_DEBUG(stale_stream_devices) && t->ctx));
+  if (dflt ? same_ctx : stream && t->stream[w] == stream) {
+    *dev = dflt ? t->ctx_dev : t->dev[w];
+    return CUDA_SUCCESS;
+  }
+  CUresult rc = ca_state.be->stream_device(stream, dev);
+  if (rc) return rc;
+  if (!dflt) {
+    t->stream[w] = stream;
+    t->dev[w] = *dev;
+  } else if ((ctx = context_key())) {   /* asked again: the call may have given the thread a context */
+    t->ctx = ctx;
+    t->ctx_dev = *dev;
+  }
+  return CUDA_SUCCESS;
+}
+
+void ca_streamdev_forget(void) { __atomic_add_fetch(&generation, 1, __ATOMIC_ACQ_REL); }
