@@ -6,6 +6,7 @@
 #include "log.h"
 #include "pages.h"
 #include "ptrmap.h"
+#include "qtable.h"
 #include "segments.h"
 #include "sitelive.h"
 
@@ -110,7 +111,8 @@ static ca_check_code_t check_queues(ca_device_t *d, const tally_t *t) {
   int64_t pending = t->pending_bytes;
   ca_check_code_t rc = check_queue(&d->epoch, &pending);
   if (!rc) rc = check_queue(&d->held, &pending);
-  for (const ca_queue_t *q = d->queues; q && !rc; q = q->next) rc = check_queue(q, &pending);
+  for (const ca_queue_t *q = ca_qlist_first(d, CA_QL_ALL); q && !rc; q = ca_qlist_next(q, CA_QL_ALL))
+    rc = check_queue(q, &pending);
   if (!rc && pending)
     FAIL(CA_CHECK_QUEUE, "check: %lld pending bytes are in no fence", (long long)pending);
   return rc;

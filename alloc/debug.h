@@ -4,6 +4,7 @@
 #define CUDALLOC_DEBUG_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 /* Test-only switches that break a guard, to show that its test catches it.
  * They exist only in the test build of the core (CA_TESTING, linked into
@@ -21,11 +22,16 @@ typedef struct ca_debug_s {
   bool stackwalk_trust_caller;  /* a remembered stack matches on its innermost frame alone */
   bool sites_miss_frees;        /* the per-site live totals ignore frees */
   bool stale_stream_devices;    /* threads keep their streams' devices through every change */
+  bool qtable_no_shift;         /* the queue hash deletes without moving the run back */
+  bool visit_all_queues;        /* seal and poll walk every queue, not only the busy ones */
+  uint64_t queue_visits;        /* queues a seal or a poll looked at (a tally, not a switch) */
 } ca_debug_t;
 extern ca_debug_t ca_debug;
 #define CA_DEBUG(sw) (ca_debug.sw)
+#define CA_DEBUG_TALLY(n) __atomic_add_fetch(&ca_debug.n, 1, __ATOMIC_RELAXED)
 #else
 #define CA_DEBUG(sw) false
+#define CA_DEBUG_TALLY(n) ((void)0)
 #endif
 
 /* Internal assertions: checked in the test and sanitizer builds, compiled

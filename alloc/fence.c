@@ -20,6 +20,7 @@
 #include "bins.h"
 #include "blocks.h"
 #include "log.h"
+#include "qtable.h"
 #include "streams.h"
 #include "trace.h"
 
@@ -27,9 +28,18 @@ ca_stream_t ca_stream_normal(ca_stream_t s) { return s ? s : CA_STREAM_LEGACY; }
 
 static bool reusable(const ca_queue_t *q) { return q->stream && !q->dead; }
 
+/* The queue's bins for b's pool, made on first use: NULL when there is no
+ * memory for them, and b then waits for its fence without being reusable
+ * on its stream at once, which is safe. */
 static ca_bins_t *queue_bins(ca_queue_t *q, const ca_block_t *b) {
-  return &q->bins[b->seg->pool->id];
+  ca_bins_t **bins = &q->bins[b->seg->pool->id];
+  if (!*bins && (*bins = malloc(sizeof **bins))) ca_bins_init(*bins);
+  return *bins;
 }
+
+/* A stream queue, not the device's epoch or capture queue (which live in
+ * the device and are visited by name). */
+static bool listed(const ca_device_t *d, const ca_queue_t *q) { return q != &d->epoch && q != &d->held; }
 
 /* Every thread's per-thread default stream is named 0x2, yet each is a
  * stream of its own: their queues are told apart by a tag of the thread
@@ -46,16 +56,23 @@ uint64_t ca_stream_owner(ca_stream_t stream) {
 }
 
 static ca_queue_t *queue_find(ca_device_t *d, ca_stream_t stream, uint64_t owner, bool create) {
-  ca_queue_t *q = d->last_queue;
-  if (q && q->stream == stream && q->owner == owner && !q->dead) return q;
-  for (q = d->queues; q; q = q->next)
-    if (q->stream == stream && q->owner == owner && !q->dead) return d->last_queue = q;
-  if (!create || !(q = calloc(1, sizeof *q))) return NULL;
+  ca_queue_t *q = ca_qtable_get(d, stream, owner);
+  if (q || !create || !(q = calloc(1, sizeof *q))) return q;
   q->stream = stream;
   q->owner = owner;
-  q->next = d->queues;
-  d->queues = q;
-  return d->last_queue = q;
+  if (!ca_qtable_put(d, q)) {
+    free(q);
+    return NULL;
+  }
+  d->nqueues++;
+  return q;
+}
+
+static void queue_free(ca_device_t *d, ca_queue_t *q) {
+  ca_qtable_remove(d, q);
+  for (int p = 0; p < CA_POOL_COUNT; p++) free(q->bins[p]);
+  free(q);
+  d->nqueues--;
 }
 
 ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool create) {
@@ -92,16 +109,17 @@ static void fence_unlink(ca_block_t *b) {
 }
 
 void ca_queue_add_to_fence(ca_device_t *d, ca_queue_t *q, ca_fence_t *f, ca_block_t *b) {
-  (void)d;
   b->state = CA_PENDING;
   b->queue = q;
   fence_link(f, b);
-  if (reusable(q)) ca_bins_insert(queue_bins(q, b), b);
+  if (f == &q->open && listed(d, q)) ca_qlist_add(d, CA_QL_OPEN, q);
+  ca_bins_t *bins = reusable(q) ? queue_bins(q, b) : NULL;
+  if (bins) ca_bins_insert(bins, b);
 }
 
 void ca_queue_remove(ca_device_t *d, ca_block_t *b) {
   (void)d;
-  if (b->in_bins) ca_bins_remove(queue_bins(b->queue, b), b);
+  if (b->in_bins) ca_bins_remove(b->queue->bins[b->seg->pool->id], b);
   fence_unlink(b);
 }
 
@@ -122,8 +140,8 @@ void ca_queue_add(ca_device_t *d, ca_queue_t *q, ca_block_t *b) {
 }
 
 ca_block_t *ca_queue_find_any(ca_device_t *d, ca_pool_t *pool, size_t size, size_t max, ca_queue_t **out) {
-  for (ca_queue_t *q = d->queues; q; q = q->next) {
-    ca_block_t *b = reusable(q) ? ca_bins_find(&q->bins[pool->id], size, max) : NULL;
+  for (ca_queue_t *q = ca_qlist_first(d, CA_QL_ALL); q; q = ca_qlist_next(q, CA_QL_ALL)) {
+    ca_block_t *b = reusable(q) && q->bins[pool->id] ? ca_bins_find(q->bins[pool->id], size, max) : NULL;
     if (b) {
       *out = q;
       return b;
@@ -167,6 +185,7 @@ static CUresult record(ca_device_t *d, ca_fence_t *f, ca_stream_t stream) {
     event_put(d, e);
     return rc;
   }
+  ca_assert(f->nevents < f->cap);
   f->events[f->nevents++] = e;
   return CUDA_SUCCESS;
 }
@@ -200,12 +219,21 @@ void ca_queue_open_to_epoch(ca_device_t *d, ca_queue_t *q) {
  * malloc off the steady state of a cudaMalloc/cudaFree loop. */
 #define SPARE_FENCES 8
 
-static ca_fence_t *fence_new(ca_device_t *d) {
-  ca_fence_t *f = d->spare_fences;
-  if (!f) return calloc(1, sizeof *f);
-  d->spare_fences = f->next;
-  d->nspare_fences--;
-  memset(f, 0, sizeof *f);
+/* A fence with room for n events, which follow it in the same allocation:
+ * a spare one with room enough, else a new one. */
+static ca_fence_t *fence_new(ca_device_t *d, int n) {
+  for (ca_fence_t **p = &d->spare_fences; *p; p = &(*p)->next) {
+    ca_fence_t *f = *p;
+    if (f->cap < n) continue;
+    *p = f->next;
+    d->nspare_fences--;
+    int cap = f->cap;
+    memset(f, 0, sizeof *f);
+    f->events = (ca_event_t *)(f + 1), f->cap = cap;
+    return f;
+  }
+  ca_fence_t *f = calloc(1, sizeof *f + (size_t)n * sizeof(ca_event_t));
+  if (f) f->events = (ca_event_t *)(f + 1), f->cap = n;
   return f;
 }
 
@@ -221,7 +249,7 @@ static void fence_delete(ca_device_t *d, ca_fence_t *f) {
 
 static void seal(ca_device_t *d, ca_queue_t *q) {
   if (!q->open.blocks) return;
-  ca_fence_t *f = fence_new(d);
+  ca_fence_t *f = fence_new(d, q->stream ? 1 : 1 + d->nnonblocking);
   if (!f) return;
   CUresult rc;
   if (q->stream) {
@@ -246,11 +274,21 @@ static void seal(ca_device_t *d, ca_queue_t *q) {
   if (q->tail) q->tail->next = f;
   else q->head = f;
   q->tail = f;
+  if (listed(d, q)) ca_qlist_add(d, CA_QL_SEALED, q);
 }
 
+/* Only queues with open blocks are visited; one whose open blocks were
+ * all reused since leaves the list here. */
 void ca_fences_seal(ca_device_t *d) {
   if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) return;
-  for (ca_queue_t *q = d->queues; q; q = q->next) seal(d, q);
+  ca_qlist_id_t l = CA_DEBUG(visit_all_queues) ? CA_QL_ALL : CA_QL_OPEN;
+  ca_queue_t *next;
+  for (ca_queue_t *q = ca_qlist_first(d, l); q; q = next) {
+    next = ca_qlist_next(q, l);
+    CA_DEBUG_TALLY(queue_visits);
+    seal(d, q);
+    if (!q->open.blocks) ca_qlist_del(d, CA_QL_OPEN, q);
+  }
   seal(d, &d->epoch);
 }
 
@@ -288,7 +326,7 @@ static size_t poll_queue(ca_device_t *d, ca_queue_t *q) {
   while (q->head && fence_done(d, q->head)) bytes += release_fence(d, q, q->head);
   /* With fences skipped (a test's broken policy) even open batches go. */
   if (CA_DEBUG(skip_fences) && q->open.blocks) {
-    ca_fence_t *f = calloc(1, sizeof *f);
+    ca_fence_t *f = fence_new(d, 0);
     if (f) {
       close_open_batch(q, f);
       f->next = q->head;
@@ -303,26 +341,38 @@ static size_t poll_queue(ca_device_t *d, ca_queue_t *q) {
 /* Queues of destroyed streams go once nothing waits in them, and so do
  * empty per-thread ones (their thread may have exited; a queue is made
  * again when needed). */
-static void collect_dead(ca_device_t *d) {
-  for (ca_queue_t **pq = &d->queues; *pq;) {
-    ca_queue_t *q = *pq;
-    if ((q->dead || q->owner) && !q->head && !q->open.blocks) {
-      *pq = q->next;
-      if (d->last_queue == q) d->last_queue = NULL;
-      free(q);
-    } else {
-      pq = &q->next;
-    }
+static bool collectable(const ca_queue_t *q) { return (q->dead || q->owner) && !q->head && !q->open.blocks; }
+
+/* Per-thread queues emptied by reuse are never polled: they are looked for
+ * among all queues once their number has doubled, so that the search costs
+ * O(1) per queue made. */
+static void collect_idle(ca_device_t *d) {
+  if (d->nqueues < d->collect_at) return;
+  ca_queue_t *next;
+  for (ca_queue_t *q = ca_qlist_first(d, CA_QL_ALL); q; q = next) {
+    next = ca_qlist_next(q, CA_QL_ALL);
+    if (collectable(q)) queue_free(d, q);
   }
+  d->collect_at = 2 * d->nqueues + 16;
 }
 
-/* An event query during a global or thread-local capture invalidates it,
- * and the count holds every capture, whatever its mode or thread. */
+/* Only queues with sealed fences are visited. An event query during a
+ * global or thread-local capture invalidates it, and the count holds every
+ * capture, whatever its mode or thread. */
 size_t ca_fences_poll(ca_device_t *d) {
   if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) return 0;
   size_t bytes = poll_queue(d, &d->epoch);
-  for (ca_queue_t *q = d->queues; q; q = q->next) bytes += poll_queue(d, q);
-  collect_dead(d);
+  ca_qlist_id_t l = CA_DEBUG(visit_all_queues) ? CA_QL_ALL : CA_QL_SEALED;
+  ca_queue_t *next;
+  for (ca_queue_t *q = ca_qlist_first(d, l); q; q = next) {
+    next = ca_qlist_next(q, l);
+    CA_DEBUG_TALLY(queue_visits);
+    bytes += poll_queue(d, q);
+    if (q->head) continue;
+    ca_qlist_del(d, CA_QL_SEALED, q);
+    if (collectable(q)) queue_free(d, q);
+  }
+  collect_idle(d);
   return bytes;
 }
 
@@ -331,7 +381,7 @@ bool ca_fences_wait_one(ca_device_t *d, size_t *released) {
   if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) return false;
   ca_fences_seal(d);
   ca_queue_t *oldest = d->epoch.head ? &d->epoch : NULL;
-  for (ca_queue_t *q = d->queues; q; q = q->next)
+  for (ca_queue_t *q = ca_qlist_first(d, CA_QL_SEALED); q; q = ca_qlist_next(q, CA_QL_SEALED))
     if (q->head && (!oldest || q->head->seq < oldest->head->seq)) oldest = q;
   if (!oldest) return false;
   ca_fence_t *f = oldest->head;
@@ -365,11 +415,13 @@ void ca_queue_stream_gone(ca_device_t *d, ca_stream_t stream) {
    * must leave the bins, as a new stream may reuse the handle's value. */
   seal(d, q);
   ca_queue_open_to_epoch(d, q);   /* no event could be recorded: wait like cudaFree */
+  ca_qlist_del(d, CA_QL_OPEN, q);
   for (ca_fence_t *f = q->head; f; f = f->next)
     for (ca_block_t *b = f->blocks; b; b = b->fence_next)
-      if (b->in_bins) ca_bins_remove(queue_bins(q, b), b);
+      if (b->in_bins) ca_bins_remove(q->bins[b->seg->pool->id], b);
   q->dead = true;
-  if (d->last_queue == q) d->last_queue = NULL;
+  ca_qtable_forget(d, q);   /* a new stream may get the handle's value */
+  if (collectable(q)) queue_free(d, q);
 }
 
 static void teardown_queue(ca_device_t *d, ca_queue_t *q, bool call_backend) {
@@ -384,12 +436,14 @@ static void teardown_queue(ca_device_t *d, ca_queue_t *q, bool call_backend) {
 
 void ca_fences_teardown(ca_device_t *d, bool call_backend) {
   ca_queue_t *next;
-  for (ca_queue_t *q = d->queues; q; q = next) {
-    next = q->next;
+  for (ca_queue_t *q = ca_qlist_first(d, CA_QL_ALL); q; q = next) {
+    next = ca_qlist_next(q, CA_QL_ALL);
     teardown_queue(d, q, call_backend);
+    for (int p = 0; p < CA_POOL_COUNT; p++) free(q->bins[p]);
     free(q);
   }
-  d->queues = d->last_queue = NULL;
+  ca_qtable_free(d);
+  d->nqueues = d->collect_at = 0;
   teardown_queue(d, &d->epoch, call_backend);
   teardown_queue(d, &d->held, call_backend);
   if (call_backend)

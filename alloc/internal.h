@@ -18,7 +18,7 @@
  *   step stackwalk symbolize pystack
  *   types
  *   streamdev
- *   bins ptrmap track streams peers
+ *   bins ptrmap track streams peers qtable
  *   trace_log
  *   trace_ring trace_buf
  *   trace
@@ -46,6 +46,7 @@
  *   track      call sites                          blocks  block structs, set free, coalesce
  *   streams    stream handles, the fence's streams
  *   peers      access grants for a device and its peers
+ *   qtable     stream queues by stream, and the lists a seal and a poll visit
  *   segments   classic segments                    fence   streams, queues, events
  *   pages      expandable pages, trimming          pool    take and grow
  *   device     devices, locks, ca_ready            stats   derived statistics
@@ -91,6 +92,7 @@
 #include "pystack.h"
 #include "ptrmap.h"
 #include "rank.h"
+#include "qtable.h"
 #include "report.h"
 #include "segments.h"
 #include "sitelive.h"

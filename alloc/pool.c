@@ -46,7 +46,7 @@ static void trim_tail(ca_device_t *d, ca_pool_t *pool, ca_block_t *b, size_t rou
 ca_block_t *ca_pool_take(ca_device_t *d, ca_pool_t *pool, size_t rounded, ca_stream_t stream) {
   size_t max = max_fit(rounded);
   ca_queue_t *q = stream ? ca_queue_find(d, stream, false) : NULL;
-  ca_block_t *mine = q ? ca_bins_find(&q->bins[pool->id], rounded, max) : NULL;
+  ca_block_t *mine = q && q->bins[pool->id] ? ca_bins_find(q->bins[pool->id], rounded, max) : NULL;
   ca_block_t *any = ca_bins_find(&pool->bins, rounded, max);
   if (CA_DEBUG(reuse_pending_anywhere) && !mine) mine = ca_queue_find_any(d, pool, rounded, max, &q);
   ca_block_t *b = (mine && (!any || mine->size <= any->size)) ? mine : any;

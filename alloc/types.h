@@ -140,14 +140,22 @@ struct ca_pool_s {
   ca_segment_t *segments;
 };
 
-/* A set of events that, once all complete, releases the blocks listed. */
+/* A set of events that, once all complete, releases the blocks listed.
+ * A sealed fence's events follow it in the same allocation; a queue's open
+ * batch has none (so a queue header stays small). */
 struct ca_fence_s {
   ca_fence_t *next;             /* the queue's FIFO, oldest first */
   ca_block_t *blocks;
   uint64_t seq;                 /* later fences have larger seq */
-  int nevents;
-  ca_event_t events[CA_MAX_FENCE_EVENTS];
+  int nevents, cap;              /* cap: room in events */
+  ca_event_t *events;
 };
+
+/* The lists a device keeps its stream queues on (qtable.c). */
+typedef enum { CA_QL_ALL, CA_QL_OPEN, CA_QL_SEALED, CA_QL_COUNT } ca_qlist_id_t;
+typedef struct ca_qlink_s {
+  ca_queue_t *prev, *next;
+} ca_qlink_t;
 
 /* Where freed blocks wait. A stream's queue lets that stream reuse its
  * blocks at once (they sit in the queue's bins); the device's epoch queue
@@ -156,10 +164,11 @@ struct ca_queue_s {
   ca_stream_t stream;           /* reuse allowed on this stream; NULL: none */
   uint64_t owner;               /* per-thread default stream: its thread's tag */
   bool dead;                    /* the stream was destroyed */
-  ca_bins_t bins[CA_POOL_COUNT]; /* reusable pending blocks, per pool */
+  uint8_t on_list;              /* bit l: on the device's list l (ca_qlist_id_t) */
+  ca_bins_t *bins[CA_POOL_COUNT]; /* reusable pending blocks, per pool; made on first use */
   ca_fence_t open;              /* freed since the last seal: no events yet */
   ca_fence_t *head, *tail;      /* sealed fences */
-  ca_queue_t *next;             /* device's queues */
+  ca_qlink_t link[CA_QL_COUNT]; /* the device's lists (qtable.c) */
 };
 
 struct ca_device_s {
@@ -179,8 +188,11 @@ struct ca_device_s {
   size_t page_cache_count, page_cache_cap;
   ca_chunk_t *chunks;           /* every physical handle of the expandable pools */
   ca_ptrmap_t live;
-  ca_queue_t *queues;           /* stream queues */
-  ca_queue_t *last_queue;       /* lookup cache */
+  /* stream queues: by (stream, owner), and on lists (qtable.c) */
+  ca_queue_t **qtable;
+  size_t qtable_cap, qtable_count;
+  ca_queue_t *qlists[CA_QL_COUNT];
+  size_t nqueues, collect_at;   /* empty per-thread queues are collected past collect_at */
   ca_queue_t epoch;             /* cudaFree's queue */
   ca_queue_t held;              /* frees during graph capture */
   uint64_t fence_seq;

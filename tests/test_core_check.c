@@ -76,8 +76,8 @@ static void corrupt(int code, scene_t *s, bool repair) {
     break;
   case CA_CHECK_QUEUE: {         /* a pending block out of its stream queue's bins */
     ca_queue_t *q = s->live->queue;
-    if (repair) ca_bins_insert(&q->bins[s->pool->id], s->live);
-    else ca_bins_remove(&q->bins[s->pool->id], s->live);
+    if (repair) ca_bins_insert(q->bins[s->pool->id], s->live);
+    else ca_bins_remove(q->bins[s->pool->id], s->live);
     break;
   }
   case CA_CHECK_STATS:           /* a statistic that no block accounts for */
