@@ -23,6 +23,7 @@
 #include "segments.h"
 #include "streamdev.h"
 #include "streams.h"
+#include "tcache.h"
 #include "trace.h"
 #include "track.h"
 
@@ -49,6 +50,13 @@ static ca_block_t *slow_path(ca_device_t *d, size_t rounded, ca_stream_t stream,
   ca_stat_add(&d->stats.num_retries, 1);
   ca_fences_seal(d);
   if (ca_fences_poll(d) && (b = take(d, rounded, stream))) return b;
+  /* What the threads' front caches hold, before memory is taken from
+   * elsewhere: their blocks join their streams' queues, to be sealed. */
+  if (ca_tcache_flush(d, NULL, false)) {
+    ca_fences_seal(d);
+    ca_fences_poll(d);
+    if ((b = take(d, rounded, stream))) return b;
+  }
   collect_garbage(d);
   if ((b = grow_and_take(d, rounded, stream, rc))) return b;
   /* Until nothing is pending: the oldest fences are often empty, and what
@@ -112,8 +120,14 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_a
   if ((rc = device_of(dev, stream ? stream : CA_STREAM_LEGACY, &d))) return rc;
   bool ordered = kind == CA_ALLOC_ASYNC;   /* else cudaMalloc, cuMemAlloc, pitch, 3D: usable by any stream */
   void *site = ca_track_site(caller);   /* a backtrace is taken outside the lock */
+  ca_block_t *b = ordered ? ca_tcache_take(d, stream, size, ca_round_size(size), site) : NULL;
+  if (b) {   /* the thread's front cache: no lock */
+    if (ca_state.be->check_handout) ca_state.be->check_handout(b->addr, size, stream, true, caller);
+    *ptr = (void *)b->addr;
+    return CUDA_SUCCESS;
+  }
+  bool claimed = false;
   pthread_mutex_lock(&d->lock);
-  ca_block_t *b = NULL;
   if (size > d->limit) rc = out_of_memory(d, size, CUDA_ERROR_OUT_OF_MEMORY);
   else {
     size_t rounded = ca_round_size(size);
@@ -135,9 +149,14 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_a
       rc = CUDA_ERROR_OUT_OF_MEMORY;
     }
   }
+  if (b) {
+    ca_tcache_on_handout(d, b, false);
+    claimed = ordered && ca_tcache_claim(d, b, stream);
+  }
   if (b && ca_state.be->check_handout)   /* a backend that sees device work checks the hand-out */
     ca_state.be->check_handout(b->addr, size, stream, ordered, caller);
   pthread_mutex_unlock(&d->lock);
+  if (claimed) ca_tcache_remember(b);
   if (b) *ptr = (void *)b->addr;
   return rc;
 }
@@ -176,10 +195,17 @@ static CUresult bad_free(ca_device_t *d, uintptr_t p) {
   ca_segment_t *seg = ca_segment_of(d, p);
   ca_block_t *b = seg ? seg->first : NULL;
   while (b && !(p >= b->addr && p < b->addr + b->size)) b = b->next;
+  if (b && b->addr == p && b->state == CA_LIVE && ca_tcache_holds(b)) {
+    ca_log("free of %p rejected: it is a block already freed (a double free); nothing was freed", (void *)p);
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  ca_tcache_quiesce();   /* the live blocks' sizes, which front-cache hits write */
   const ca_block_t *live = b ? just_past(b, p) : NULL;
+  size_t live_requested = live ? live->requested : 0;
+  ca_tcache_resume();
   if (live) {   /* a pointer one past an array, or a double free of the block after it */
     ca_log("free of %p rejected: it is just past the end of the live block at %p (%zu bytes)%s; nothing was freed",
-           (void *)p, (void *)live->addr, live->requested, live == b ? "" : ", or a block already freed");
+           (void *)p, (void *)live->addr, live_requested, live == b ? "" : ", or a block already freed");
     return CUDA_ERROR_INVALID_VALUE;
   }
   const char *why = !b ? "outside every block"
@@ -204,13 +230,16 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
   bool unsure = rc && rc != CUDA_ERROR_INVALID_HANDLE;
   if (unsure) rc = CUDA_SUCCESS;
   ca_block_t *b = NULL;
-  if (!rc && !(b = ca_ptrmap_remove(&d->live, p))) rc = bad_free(d, p);
+  /* a block in a thread's front cache is freed already */
+  if (!rc && (!(b = ca_ptrmap_get(&d->live, p)) || !ca_tcache_disown(b))) {
+    b = NULL;
+    rc = bad_free(d, p);
+  }
   if (b) {
+    ca_ptrmap_remove(&d->live, p);
+    ca_tcache_on_free(d, b, false);
     ca_peak_on_free(d, b);
-    ca_stat_add(&d->stats.allocated_bytes, -(int64_t)b->size);
-    ca_stat_add(&d->stats.requested_bytes, -(int64_t)b->requested);
-    ca_stat_add(&d->stats.num_frees, 1);
-    ca_stat_add(&d->stats.num_live_blocks, -1);
+    ca_queue_count_freed(d, b, true);
     ca_trace_free(d, b, ca_stream_normal(stream), sync);
     ca_queue_add(d, queue_for(d, b, ca_stream_normal(stream), sync, unsure), b);
   }
@@ -218,7 +247,10 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
   return rc;
 }
 
-CUresult ca_free(void *ptr, ca_stream_t stream) { return free_block(ptr, stream, false); }
+CUresult ca_free(void *ptr, ca_stream_t stream) {
+  if (!exited() && ca_tcache_give(ptr, stream)) return CUDA_SUCCESS;   /* the thread's front cache: no lock */
+  return free_block(ptr, stream, false);
+}
 
 CUresult ca_free_sync(void *ptr) { return free_block(ptr, CA_STREAM_LEGACY, true); }
 
@@ -243,17 +275,21 @@ CUresult ca_address_range(const void *ptr, void **base, size_t *size) {
   ca_device_t *d = ca_device_lock_owner(p);
   if (!d) return CUDA_ERROR_NOT_FOUND;
   ca_block_t *b = ca_ptrmap_get(&d->live, p);
-  if (!b) {   /* an interior pointer: walk the segment (rare) */
+  bool interior = !b;
+  if (interior) {   /* an interior pointer: walk the segment (rare) */
     ca_segment_t *seg = ca_segment_of(d, p);
     for (b = seg ? seg->first : NULL; b; b = b->next)
       if (p >= b->addr && p < b->addr + b->size) break;
-    /* the rounding padding past what was asked for belongs to no range */
-    if (b && (b->state != CA_LIVE || p >= b->addr + b->requested)) b = NULL;
+    if (b && b->state != CA_LIVE) b = NULL;
   }
+  if (b && ca_tcache_holds(b)) b = NULL;   /* freed into a front cache */
+  ca_tcache_quiesce();   /* requested, which front-cache hits write */
+  if (b && interior && p >= b->addr + b->requested) b = NULL;   /* the rounding padding belongs to no range */
   if (b) {
     if (base) *base = (void *)b->addr;
     if (size) *size = b->requested;
   }
+  ca_tcache_resume();
   pthread_mutex_unlock(&d->lock);
   return b ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

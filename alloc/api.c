@@ -13,6 +13,7 @@
 #include "report.h"
 #include "stats.h"
 #include "step.h"
+#include "tcache.h"
 #include "trace.h"
 
 cudaError_t ca_cuda_error(CUresult err) {
@@ -84,6 +85,7 @@ cudaError_t cudalloc_get_address_range(const void *ptr, void **base, size_t *siz
  * that everything freed before the call is given back. */
 static void empty_device(ca_device_t *d, void *arg) {
   (void)arg;
+  ca_tcache_flush(d, NULL, false);
   ca_trace_mem(d, CA_EV_EMPTY_CACHE, 0, 0);
   ca_fences_wait_all(d);
   ca_fences_poll(d);
@@ -200,6 +202,7 @@ void cudalloc_report(FILE *f) {
  * with cudaFree expects to see the memory free, as the real cudaFree,
  * which waits for the device, shows it). */
 static size_t reclaimable(ca_device_t *d) {
+  ca_tcache_flush(d, NULL, false);
   ca_fences_wait_all(d);
   size_t bytes = d->page_cache_count * d->page;
   for (int p = 0; p < CA_POOL_COUNT; p++) {

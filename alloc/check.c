@@ -9,6 +9,7 @@
 #include "qtable.h"
 #include "segments.h"
 #include "sitelive.h"
+#include "tcache.h"
 
 typedef struct tally_s {
   int64_t live_bytes, requested, live_count, pending_bytes, mapped_bytes;
@@ -130,9 +131,9 @@ static ca_check_code_t check_stats(ca_device_t *d, const tally_t *t) {
   ca_classic_leftover_bytes(d, &left_reserved, &left_mapped);
   if (s->allocated_bytes.current != t->live_bytes || s->requested_bytes.current != t->requested ||
       s->num_live_blocks.current != t->live_count || (int64_t)d->live.count != t->live_count)
-    FAIL(CA_CHECK_STATS, "check: stats say %lld bytes in %lld live blocks, blocks hold %lld in %lld",
-         (long long)s->allocated_bytes.current, (long long)s->num_live_blocks.current, (long long)t->live_bytes,
-         (long long)t->live_count);
+    FAIL(CA_CHECK_STATS, "check: stats say %lld bytes (%lld requested) in %lld live blocks, blocks hold %lld (%lld) in %lld (%zu mapped)",
+         (long long)s->allocated_bytes.current, (long long)s->requested_bytes.current, (long long)s->num_live_blocks.current, (long long)t->live_bytes,
+         (long long)t->requested, (long long)t->live_count, d->live.count);
   int64_t by_site = ca_sitelive_total(ca_sitelive_of(d));
   if (by_site != s->allocated_bytes.current)
     FAIL(CA_CHECK_STATS, "check: call sites hold %lld live bytes, stats say %lld", (long long)by_site,
@@ -172,15 +173,25 @@ static ca_check_code_t check_chunks(const ca_device_t *d) {
   return CA_CHECK_OK;
 }
 
-ca_check_code_t ca_check_device(ca_device_t *d) {
-  tally_t t = {0};
+static ca_check_code_t check_segments(ca_device_t *d, tally_t *t) {
   for (int p = 0; p < CA_POOL_COUNT; p++)
     for (const ca_segment_t *seg = d->pools[p].segments; seg; seg = seg->next) {
       if (seg->pool != &d->pools[p]) FAIL(CA_CHECK_TILING, "check: segment %#lx in the wrong pool", (unsigned long)seg->base);
-      ca_check_code_t rc = check_segment(d, seg, &t);
+      ca_check_code_t rc = check_segment(d, seg, t);
       if (rc) return rc;
     }
-  ca_check_code_t rc = check_queues(d, &t);
+  return CA_CHECK_OK;
+}
+
+/* Blocks in the threads' front caches are LIVE here, as the core sees them;
+ * the caches are held still while the live blocks' sizes are read. */
+ca_check_code_t ca_check_device(ca_device_t *d) {
+  tally_t t = {0};
+  ca_tcache_quiesce();
+  ca_check_code_t rc = check_segments(d, &t);
+  t.requested -= ca_tcache_drift(d);   /* compared with the core's count */
+  ca_tcache_resume();
+  if (!rc) rc = check_queues(d, &t);
   if (!rc) rc = check_stats(d, &t);
   return rc ? rc : check_chunks(d);
 }

@@ -83,6 +83,8 @@ static const conf_key_t keys[] = {
    "program frames kept with track:stack, python and backtrace"},
   {"leak_exit_code", KEY_UINT, FIELD(leak_exit_code), 0, 255, 0, 0, NULL,
    "exit status when blocks are still allocated at exit (0: the program's own)"},
+  {"thread_cache_kb", KEY_UINT, FIELD(thread_cache_kb), 0, 1 << 20, 0, 0, NULL,
+   "bytes (KiB) each thread may hold of small blocks it freed on a stream, reused by that thread on that stream without the device lock (0 = off)"},
   {"quiet", KEY_BOOL, FIELD(quiet), 0, 1, 0, 0, NULL,
    "no summary on stderr at exit"},
   {"summary", KEY_CHOICE, FIELD(summary), 0, 0, 0, 0, "all|rank0",
@@ -162,6 +164,7 @@ void ca_config_defaults(ca_config_t *cfg) {
   cfg->torch_free = CA_FREE_DEVICE;
   cfg->track = CA_TRACK_STACK;
   cfg->track_depth = 6;
+  cfg->thread_cache_kb = 1024;
   cfg->sim.devices = 1;
   cfg->sim.capacity = 1024ull << 20;
   cfg->sim.granularity = 2ull << 20;

@@ -80,6 +80,10 @@ ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool create) {
   return queue_find(d, stream, ca_stream_owner(stream), create);
 }
 
+ca_queue_t *ca_queue_find_owned(ca_device_t *d, ca_stream_t stream, uint64_t owner, bool create) {
+  return queue_find(d, ca_stream_normal(stream), owner, create);
+}
+
 /* The block's own stream, and for a per-thread stream the thread that
  * allocated it, not the one freeing it. */
 ca_queue_t *ca_queue_of_block(ca_device_t *d, const ca_block_t *b) {
@@ -137,6 +141,13 @@ void ca_queue_add(ca_device_t *d, ca_queue_t *q, ca_block_t *b) {
     ca_block_absorb_next(d, b);
   }
   ca_queue_add_to_fence(d, q, &q->open, b);
+}
+
+void ca_queue_count_freed(ca_device_t *d, const ca_block_t *b, bool count_free) {
+  ca_stat_add(&d->stats.allocated_bytes, -(int64_t)b->size);
+  ca_stat_add(&d->stats.requested_bytes, -(int64_t)b->requested);
+  if (count_free) ca_stat_add(&d->stats.num_frees, 1);
+  ca_stat_add(&d->stats.num_live_blocks, -1);
 }
 
 ca_block_t *ca_queue_find_any(ca_device_t *d, ca_pool_t *pool, size_t size, size_t max, ca_queue_t **out) {

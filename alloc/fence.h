@@ -10,6 +10,13 @@ ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool create);
 /* The queue of a live block's allocation stream and thread; NULL when
  * that stream is gone (or no memory). */
 ca_queue_t *ca_queue_of_block(ca_device_t *d, const ca_block_t *b);
+/* The queue of stream for the thread whose tag is owner (0: not a
+ * per-thread stream). */
+ca_queue_t *ca_queue_find_owned(ca_device_t *d, ca_stream_t stream, uint64_t owner, bool create);
+/* A live block the program freed leaves the statistics of live memory
+ * (ca_queue_add files it then). count_free: counted in num_frees (a front
+ * cache counted its own frees when the program made them). */
+void ca_queue_count_freed(ca_device_t *d, const ca_block_t *b, bool count_free);
 /* What tells per-thread default streams apart: the calling thread's tag
  * for CA_STREAM_PER_THREAD, else 0. */
 uint64_t ca_stream_owner(ca_stream_t stream);

@@ -24,7 +24,7 @@
  *   trace
  *   blocks sitelive
  *   segments fence
- *   pages
+ *   pages tcache
  *   pool
  *   device
  *   pinned_chunks
@@ -49,6 +49,7 @@
  *   qtable     stream queues by stream, and the lists a seal and a poll visit
  *   segments   classic segments                    fence   streams, queues, events
  *   pages      expandable pages, trimming          pool    take and grow
+ *   tcache     the per-thread front cache of small stream-ordered frees
  *   device     devices, locks, ca_ready            stats   derived statistics
  *   pinned_chunks  the pinned arena's extent hooks and chunks
  *   pinned     pinned host memory (cudaHostAlloc): blocks, copies in flight
@@ -101,6 +102,7 @@
 #include "streamdev.h"
 #include "streams.h"
 #include "symbolize.h"
+#include "tcache.h"
 #include "trace.h"
 #include "trace_buf.h"
 #include "trace_log.h"

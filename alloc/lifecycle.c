@@ -17,6 +17,7 @@
 #include "report.h"
 #include "streamdev.h"
 #include "streams.h"
+#include "tcache.h"
 #include "trace.h"
 #include "track.h"
 
@@ -102,6 +103,7 @@ int ca_device_current(void) {
  * wait fails (the teardown's own calls are tried as often). Never during a
  * capture. */
 static void settle_then_teardown(ca_device_t *d) {
+  if (d->ready) ca_tcache_flush(d, NULL, true);   /* the threads forget d's blocks first */
   if (d->ready && __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) == 0 &&
       CA_CALL_TRYING(d, backend_sync, ca_state.be->device_sync(d->ordinal)))
     ca_log("device %d: the device could not be synchronized before its memory is given back", d->ordinal);
@@ -132,10 +134,16 @@ static void close_trace(void) {
   ca_trace_stop();
 }
 
+static void flush_caches(ca_device_t *d, void *arg) {
+  (void)arg;
+  ca_tcache_flush(d, NULL, false);
+}
+
 void cudalloc_shutdown(void) {
   pthread_mutex_lock(&init_lock);
   if (ca_state.init == CA_INIT_OK) {
     close_trace();
+    ca_each_device(flush_caches, NULL);   /* what the front caches hold was freed: no leak */
     ca_report_shutdown();   /* live blocks are leaks: reported, not freed */
     ca_pinned_shutdown();
     drop_devices(true);
@@ -170,6 +178,7 @@ void ca_fork_child(void) {
   drop_devices(false);
   ca_oom_forget(true);
   ca_peak_forget(true);
+  ca_tcache_forget_after_fork();
   ca_streams_forget(true);
   ca_streamdev_forget();
   memset(&ca_state, 0, sizeof ca_state);
@@ -185,6 +194,8 @@ void ca_exit(void) {
   /* The program's own output first: stdout into a pipe is fully buffered,
    * and exit() would flush it only after this handler has run. */
   fflush(NULL);
+  ca_each_device(flush_caches, NULL);   /* cached blocks are no leaks */
+  if (!ca_config.quiet) ca_report_summary(stderr);
   if (!ca_config.quiet && (ca_config.summary == CA_SUMMARY_ALL || ca_rank_is_first())) {
     ca_log_block_t b;   /* one write: the summaries of a job's ranks do not interleave */
     ca_report_summary(ca_log_block_begin(&b));
@@ -232,13 +243,18 @@ CUresult ca_stream_created(ca_stream_t stream, bool nonblocking) {
   return CUDA_SUCCESS;
 }
 
-static void stream_gone(ca_device_t *d, void *stream) { ca_queue_stream_gone(d, stream); }
+/* The front caches' blocks freed on it go to its queue first, to wait for
+ * its last work with the rest. */
+static void stream_gone(ca_device_t *d, void *stream) {
+  ca_tcache_flush(d, stream, false);
+  ca_queue_stream_gone(d, stream);
+}
 
 void ca_stream_destroyed(ca_stream_t stream) {
   if (ca_stream_is_default(stream)) return;
-  ca_streamdev_forget();
   ca_stream_forget_deferred(stream);
   ca_each_device(stream_gone, stream);
+  ca_streamdev_forget();   /* last: the flushes above ask about the stream */
 }
 
 // ----------------------------------------------------------------------------

@@ -17,6 +17,7 @@
 #include "pinned.h"
 #include "rank.h"
 #include "stats.h"
+#include "tcache.h"
 #include "track.h"
 
 typedef ca_site_total_t site_t;
@@ -37,10 +38,12 @@ static int by_bytes(const void *a, const void *b) {
 static size_t live_sites(const ca_ptrmap_t *live, site_t **out) {
   size_t n = 0, cap = live->count;
   site_t *s = cap ? malloc(cap * sizeof *s) : NULL;
+  ca_tcache_quiesce();   /* sites and sizes, which front-cache hits write */
   for (size_t i = 0; s && i < live->cap; i++) {
     ca_block_t *b = live->vals[i];
-    if (b) s[n++] = (site_t){b->site, (int64_t)b->requested, 1, b->addr};
+    if (b && !ca_tcache_holds(b)) s[n++] = (site_t){b->site, (int64_t)b->requested, 1, b->addr};
   }
+  ca_tcache_resume();
   if (!s) return *out = NULL, 0;
   qsort(s, n, sizeof *s, by_pc);
   size_t m = 0;

@@ -5,6 +5,7 @@
 
 #include "bins.h"
 #include "device.h"
+#include "tcache.h"
 
 int64_t ca_stats_cached(const ca_device_t *d) {
   return d->stats.reserved_bytes.current - d->stats.allocated_bytes.current;
@@ -19,11 +20,16 @@ size_t ca_stats_largest_free(const ca_device_t *d) {
   return largest;
 }
 
+/* What the program sees: the core's counts, less what the threads' front
+ * caches hold (LIVE to the core, freed to the program), plus their hits.
+ * Peaks stay the core's: they count cached blocks as allocated. */
 void ca_stats_snapshot(ca_device_t *d, cudalloc_stats_t *out) {
-  cudalloc_stat_t *cached = &d->stats.cached_bytes;
-  cached->current = ca_stats_cached(d);
-  if (cached->current > cached->peak) cached->peak = cached->current;
   *out = d->stats;
+  ca_tcache_fold(d, out);
+  cudalloc_stat_t *cached = &d->stats.cached_bytes;
+  cached->current = out->reserved_bytes.current - out->allocated_bytes.current;
+  if (cached->current > cached->peak) cached->peak = cached->current;
+  out->cached_bytes = *cached;
   out->largest_free_bytes = ca_stats_largest_free(d);
   int64_t peak_reserved = d->stats.reserved_bytes.peak;
   out->fragmentation = peak_reserved > 0 ? 1.0 - (double)d->stats.allocated_bytes.peak / (double)peak_reserved : 0.0;

@@ -62,6 +62,8 @@ struct ca_block_s {
   ca_stream_t stream;           /* LIVE: allocation stream */
   uint64_t owner;               /* LIVE, per-thread stream: its thread's tag */
   void *site;                   /* LIVE: call site (tracking) */
+  uintptr_t tc;                 /* LIVE: a thread's front cache's claim (tcache.c) */
+  ca_block_t *tc_next;          /* cached: the front cache's list */
   uint8_t state;                /* ca_block_state_t */
   uint8_t kind;                 /* ca_block_kind_t, FREE blocks only */
   uint8_t in_bins;

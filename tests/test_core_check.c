@@ -19,7 +19,7 @@ typedef struct scene_s {
 
 static scene_t scene(void) {
   SKIP_ON_CUDA("pages and blocks are laid out as on the simulated device");
-  core_start("expandable_segments:true");
+  core_start("expandable_segments:true,thread_cache_kb:0");   /* a stream free reaches the queue */
   scene_t s;
   cr_assert_eq(cudalloc_malloc(&s.p, 4096, 0), cudaSuccess);
   s.live = ca_ptrmap_get(&dev0()->live, (uintptr_t)s.p);

@@ -55,7 +55,7 @@ Test(unit_qtable, deletion_without_shift_is_caught) {
  * own stream, then slow paths on one stream: how many queues they visit. */
 static uint64_t visits_with_64_streams(bool visit_all) {
   SKIP_ON_CUDA("counts the queues the core visits on the simulated device");
-  core_start("sim_events:manual");
+  core_start("sim_events:manual,thread_cache_kb:0");   /* the frees reach the queues */
   ca_debug.visit_all_queues = visit_all;
   ca_stream_t s[64];
   for (int i = 0; i < 64; i++) {

@@ -1,0 +1,368 @@
+/* The per-thread, per-stream front cache of small blocks (tcache.h says
+ * what it promises).
+ *
+ * A thread's cache holds:
+ * - lists of cached blocks, one per (freeing stream, device, size class),
+ *   in a small set-associative table: a free that finds no room in its set
+ *   goes to the core, so nothing is ever evicted;
+ * - the blocks the thread was handed for stream-ordered small requests and
+ *   still holds (a pointer map by address), so that their free needs no
+ *   device lock to find the block. An entry may be stale (another thread
+ *   freed the block through the core): it is believed only while the block
+ *   says the thread holds it (b->tc), which the core's free clears;
+ * - counts of what it holds and of its hits, per device, which readers add
+ *   to the core's statistics, and a flush moves into them.
+ *
+ * b->tc: 0 when no thread's cache has a claim on b; the owning cache's
+ * address while the program holds b; that address | 1 while cached. */
+#include "tcache.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fence.h"
+#include "ptrmap.h"
+#include "sitelive.h"
+#include "streamdev.h"
+#include "streams.h"
+
+#define CA_TCACHE_CLASSES (CA_TCACHE_MAX_SIZE / CA_MIN_BLOCK)
+#define CA_TCACHE_SETS 64
+#define CA_TCACHE_WAYS 4
+
+typedef struct tc_list_s {
+  ca_stream_t stream;           /* the freeing stream, normalized */
+  uint64_t owner;               /* its queue's owner (per-thread stream: this thread) */
+  int dev;
+  unsigned cls;
+  ca_block_t *head;             /* NULL: the way is free */
+} tc_list_t;
+
+/* Written by the cache's holder, read by anyone: relaxed atomics. */
+typedef struct tc_counts_s {
+  int64_t bytes, requested, blocks;       /* cached now */
+  int64_t hits, hit_bytes, hit_requested; /* hand-outs from the cache */
+  int64_t drift;                          /* what hits changed the requested sizes of live blocks by */
+  int64_t frees;                          /* frees into the cache */
+} tc_counts_t;
+
+typedef struct ca_tcache_s {
+  int busy;                     /* the try-lock */
+  unsigned gen;                 /* the registry's generation it belongs to */
+  struct ca_tcache_s *prev, *next;
+  size_t bytes;                 /* cached, all devices */
+  tc_list_t lists[CA_TCACHE_SETS][CA_TCACHE_WAYS];
+  ca_ptrmap_t held;             /* blocks the program holds from this thread */
+  tc_counts_t counts[CA_MAX_DEVICES];
+} ca_tcache_t;
+
+static struct {
+  pthread_mutex_t lock;
+  ca_tcache_t *caches;
+  unsigned gen;                 /* moves on at fork: the child forgets every cache */
+  pthread_key_t key;            /* its destructor flushes an exiting thread's cache */
+  bool key_ok;
+} registry = {.lock = PTHREAD_MUTEX_INITIALIZER, .gen = 1};
+
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static __thread ca_tcache_t *mine;
+
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+static void bump(int64_t *c, int64_t delta) { STORE(c, LOAD(c) + delta); }
+
+static bool try_hold(ca_tcache_t *c) { return !__atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQUIRE); }
+static void hold(ca_tcache_t *c) {
+  while (!try_hold(c)) sched_yield();   /* its thread holds it for a few instructions */
+}
+static void unhold(ca_tcache_t *c) { __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE); }
+
+static size_t capacity(void) { return (size_t)ca_config.thread_cache_kb << 10; }
+
+// ----------------------------------------------------------------------------
+// The thread's cache and the registry
+// ----------------------------------------------------------------------------
+
+static void thread_exit(void *arg);
+static void make_key(void) { registry.key_ok = pthread_key_create(&registry.key, thread_exit) == 0; }
+
+/* The calling thread's cache, made on first use; NULL when it cannot be. */
+static ca_tcache_t *my_cache(void) {
+  ca_tcache_t *c = mine;
+  if (c && c->gen == __atomic_load_n(&registry.gen, __ATOMIC_ACQUIRE)) return c;
+  pthread_once(&key_once, make_key);
+  if (!registry.key_ok || !(c = calloc(1, sizeof *c))) return NULL;
+  pthread_mutex_lock(&registry.lock);
+  c->gen = registry.gen;
+  c->next = registry.caches;
+  if (c->next) c->next->prev = c;
+  registry.caches = c;
+  pthread_mutex_unlock(&registry.lock);
+  pthread_setspecific(registry.key, c);
+  return mine = c;
+}
+
+static tc_list_t *set_of(ca_stream_t s, int dev, unsigned cls, tc_list_t (*lists)[CA_TCACHE_WAYS]) {
+  uint64_t h = ((uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)dev << 40) ^ ((uint64_t)cls << 7);
+  h *= 0xff51afd7ed558ccdull;
+  return lists[(h >> 40) % CA_TCACHE_SETS];
+}
+
+static bool same_list(const tc_list_t *l, ca_stream_t s, int dev, unsigned cls) {
+  return l->head && l->stream == s && l->dev == dev && l->cls == cls;
+}
+
+/* The list for (s, dev, cls); with room, a free way claimed for it. */
+static tc_list_t *list_of(ca_tcache_t *c, ca_stream_t s, int dev, unsigned cls, bool room) {
+  tc_list_t *set = set_of(s, dev, cls, c->lists), *free_way = NULL;
+  for (int w = 0; w < CA_TCACHE_WAYS; w++) {
+    if (same_list(&set[w], s, dev, cls)) return &set[w];
+    if (!set[w].head && !free_way) free_way = &set[w];
+  }
+  if (!room || !free_way) return NULL;
+  *free_way = (tc_list_t){.stream = s, .dev = dev, .cls = cls, .owner = ca_stream_owner(s)};
+  return free_way;
+}
+
+static bool usable(void) {
+  return ca_config.thread_cache_kb && __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) == 0;
+}
+
+static unsigned class_of(size_t size) { return (unsigned)(size / CA_MIN_BLOCK) - 1; }
+
+// ----------------------------------------------------------------------------
+// Hits
+// ----------------------------------------------------------------------------
+
+ca_block_t *ca_tcache_take(ca_device_t *d, ca_stream_t stream, size_t size, size_t rounded, void *site) {
+  ca_tcache_t *c = mine;
+  if (rounded > CA_TCACHE_MAX_SIZE || !c || !usable() || !try_hold(c)) return NULL;
+  tc_list_t *l = list_of(c, CA_DEBUG(tcache_any_stream) ? NULL : stream, d->ordinal, class_of(rounded), false);
+  if (CA_DEBUG(tcache_any_stream))   /* the broken policy: any stream's list of the class */
+    for (int s = 0; s < CA_TCACHE_SETS * CA_TCACHE_WAYS && !l; s++) {
+      tc_list_t *x = &c->lists[0][0] + s;
+      if (x->head && x->dev == d->ordinal && x->cls == class_of(rounded)) l = x;
+    }
+  ca_block_t *b = l ? l->head : NULL;
+  if (b) ca_ptrmap_remove(&c->held, b->addr);   /* a stale entry for the same address */
+  if (b && !ca_ptrmap_insert(&c->held, b)) b = NULL;
+  if (b) {
+    l->head = b->tc_next;
+    b->tc_next = NULL;
+    c->bytes -= b->size;
+    tc_counts_t *n = &c->counts[d->ordinal];
+    bump(&n->bytes, -(int64_t)b->size);
+    bump(&n->requested, -(int64_t)b->requested);
+    bump(&n->blocks, -1);
+    bump(&n->hits, 1);
+    bump(&n->hit_bytes, (int64_t)b->size);
+    bump(&n->hit_requested, (int64_t)size);
+    bump(&n->drift, (int64_t)size - (int64_t)b->requested);
+    b->requested = size;
+    b->site = site;
+    __atomic_store_n(&b->tc, (uintptr_t)c, __ATOMIC_RELEASE);
+    CA_DEBUG_TALLY(tcache_hits);
+    ca_tcache_on_handout(d, b, true);
+  }
+  unhold(c);
+  return b;
+}
+
+bool ca_tcache_claim(ca_device_t *d, ca_block_t *b, ca_stream_t stream) {
+  (void)d, (void)stream;
+  if (b->size > CA_TCACHE_MAX_SIZE || !usable()) return false;
+  ca_tcache_t *c = my_cache();
+  if (!c) return false;
+  __atomic_store_n(&b->tc, (uintptr_t)c, __ATOMIC_RELEASE);
+  return true;
+}
+
+void ca_tcache_remember(ca_block_t *b) {
+  ca_tcache_t *c = mine;
+  if (!c) return;
+  hold(c);
+  ca_ptrmap_remove(&c->held, b->addr);   /* a stale entry for the same address */
+  if (!ca_ptrmap_insert(&c->held, b)) __atomic_store_n(&b->tc, 0, __ATOMIC_RELEASE);
+  unhold(c);
+}
+
+/* The block at p, if the program holds it from this thread. */
+static ca_block_t *held_block(ca_tcache_t *c, uintptr_t p) {
+  ca_block_t *b = ca_ptrmap_get(&c->held, p);
+  if (!b) return NULL;
+  if (__atomic_load_n(&b->tc, __ATOMIC_ACQUIRE) == (uintptr_t)c && b->addr == p) return b;
+  ca_ptrmap_remove(&c->held, p);   /* stale: freed elsewhere since */
+  return NULL;
+}
+
+bool ca_tcache_give(void *ptr, ca_stream_t stream) {
+  ca_tcache_t *c = mine;
+  int dev;
+  if (!ptr || !c || !usable() || ca_stream_device(stream, &dev) || !try_hold(c)) return false;
+  stream = ca_stream_normal(stream);
+  ca_block_t *b = held_block(c, (uintptr_t)ptr);
+  tc_list_t *l = NULL;
+  uintptr_t want = (uintptr_t)c;
+  if (b && b->seg->pool->dev->ordinal == dev && c->bytes + b->size <= capacity() &&
+      (l = list_of(c, stream, dev, class_of(b->size), true)) &&
+      __atomic_compare_exchange_n(&b->tc, &want, want | 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    ca_ptrmap_remove(&c->held, b->addr);
+    b->tc_next = l->head;
+    l->head = b;
+    c->bytes += b->size;
+    tc_counts_t *n = &c->counts[dev];
+    bump(&n->bytes, (int64_t)b->size);
+    bump(&n->requested, (int64_t)b->requested);
+    bump(&n->blocks, 1);
+    bump(&n->frees, 1);
+    ca_tcache_on_free(b->seg->pool->dev, b, true);
+  } else {
+    b = NULL;
+  }
+  unhold(c);
+  return b != NULL;
+}
+
+bool ca_tcache_disown(ca_block_t *b) {
+  uintptr_t t = __atomic_load_n(&b->tc, __ATOMIC_ACQUIRE);
+  while (!(t & 1))
+    if (!t || __atomic_compare_exchange_n(&b->tc, &t, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return true;
+  return false;
+}
+
+// ----------------------------------------------------------------------------
+// Flushing, folding, quiescing
+// ----------------------------------------------------------------------------
+
+/* A cached block back to the core: freed on its list's stream, as the
+ * program's free would have left it (its free is counted already). */
+static void give_back(ca_device_t *d, const tc_list_t *l, ca_block_t *b) {
+  __atomic_store_n(&b->tc, 0, __ATOMIC_RELEASE);
+  b->tc_next = NULL;
+  ca_ptrmap_remove(&d->live, b->addr);
+  ca_sitelive_add(ca_sitelive_of(d), b, -1);   /* its site held it until now, as the core's stats did */
+  ca_queue_count_freed(d, b, false);
+  bool gone = ca_stream_check(d, l->stream) != CUDA_SUCCESS;   /* destroyed unseen: wait like cudaFree */
+  ca_queue_t *q = gone ? NULL : ca_queue_find_owned(d, l->stream, l->owner, true);
+  ca_queue_add(d, q ? q : &d->epoch, b);
+}
+
+/* Moves c's counts for d into d's statistics, as the core's own paths
+ * would have counted them. */
+static void fold_into(ca_device_t *d, tc_counts_t *n) {
+  d->stats.allocated_bytes.total += LOAD(&n->hit_bytes);
+  d->stats.requested_bytes.total += LOAD(&n->hit_requested);
+  ca_stat_add(&d->stats.num_allocs, LOAD(&n->hits));
+  ca_stat_add(&d->stats.num_frees, LOAD(&n->frees));
+  d->stats.requested_bytes.current += LOAD(&n->drift);
+  STORE(&n->drift, 0);
+  STORE(&n->hits, 0);
+  STORE(&n->hit_bytes, 0);
+  STORE(&n->hit_requested, 0);
+  STORE(&n->frees, 0);
+}
+
+static size_t flush_cache(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bool forget) {
+  size_t bytes = 0;
+  for (tc_list_t *l = &c->lists[0][0]; l < &c->lists[0][0] + CA_TCACHE_SETS * CA_TCACHE_WAYS; l++) {
+    if (!l->head || l->dev != d->ordinal || (stream && l->stream != stream)) continue;
+    while (l->head) {
+      ca_block_t *b = l->head;
+      l->head = b->tc_next;
+      tc_counts_t *n = &c->counts[d->ordinal];
+      bump(&n->bytes, -(int64_t)b->size);
+      bump(&n->requested, -(int64_t)b->requested);
+      bump(&n->blocks, -1);
+      c->bytes -= b->size;
+      bytes += b->size;
+      give_back(d, l, b);
+    }
+  }
+  fold_into(d, &c->counts[d->ordinal]);
+  /* d's block structs are about to be freed: the thread forgets what it
+   * holds on every device (whose entries it cannot tell apart without
+   * reading blocks of devices not locked); those frees go to the core. */
+  if (forget) ca_ptrmap_free(&c->held);
+  return bytes;
+}
+
+size_t ca_tcache_flush(ca_device_t *d, ca_stream_t stream, bool forget) {
+  if (CA_DEBUG(tcache_no_flush) && !forget) return 0;
+  size_t bytes = 0;
+  stream = stream ? ca_stream_normal(stream) : NULL;
+  pthread_mutex_lock(&registry.lock);
+  for (ca_tcache_t *c = registry.caches; c; c = c->next) {
+    hold(c);
+    bytes += flush_cache(d, c, stream, forget);
+    unhold(c);
+  }
+  pthread_mutex_unlock(&registry.lock);
+  return bytes;
+}
+
+void ca_tcache_fold(const ca_device_t *d, cudalloc_stats_t *s) {
+  pthread_mutex_lock(&registry.lock);
+  for (ca_tcache_t *c = registry.caches; c; c = c->next) {
+    tc_counts_t *n = &c->counts[d->ordinal];
+    int64_t hits = LOAD(&n->hits), frees = LOAD(&n->frees);
+    s->allocated_bytes.current -= LOAD(&n->bytes);
+    s->allocated_bytes.total += LOAD(&n->hit_bytes);
+    s->requested_bytes.current += LOAD(&n->drift) - LOAD(&n->requested);
+    s->requested_bytes.total += LOAD(&n->hit_requested);
+    s->num_live_blocks.current -= LOAD(&n->blocks);
+    s->num_allocs.current += hits, s->num_allocs.total += hits;
+    s->num_frees.current += frees, s->num_frees.total += frees;
+  }
+  pthread_mutex_unlock(&registry.lock);
+  if (s->num_allocs.current > s->num_allocs.peak) s->num_allocs.peak = s->num_allocs.current;
+  if (s->num_frees.current > s->num_frees.peak) s->num_frees.peak = s->num_frees.current;
+}
+
+void ca_tcache_quiesce(void) {
+  pthread_mutex_lock(&registry.lock);
+  for (ca_tcache_t *c = registry.caches; c; c = c->next) hold(c);
+}
+
+int64_t ca_tcache_drift(const ca_device_t *d) {
+  int64_t drift = 0;
+  for (ca_tcache_t *c = registry.caches; c; c = c->next) drift += LOAD(&c->counts[d->ordinal].drift);
+  return drift;
+}
+
+void ca_tcache_resume(void) {
+  for (ca_tcache_t *c = registry.caches; c; c = c->next) unhold(c);
+  pthread_mutex_unlock(&registry.lock);
+}
+
+/* An exiting thread's cache goes back to the core, device by device. */
+static void thread_exit(void *arg) {
+  ca_tcache_t *c = arg;
+  if (c->gen != __atomic_load_n(&registry.gen, __ATOMIC_ACQUIRE)) return;   /* the parent's, in a fork child */
+  bool exited = __atomic_load_n(&ca_state.exited, __ATOMIC_ACQUIRE);   /* no device call after exit */
+  for (int i = 0; !exited && i < CA_MAX_DEVICES; i++) {
+    ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
+    if (!d) continue;
+    pthread_mutex_lock(&d->lock);
+    hold(c);
+    if (d->ready) flush_cache(d, c, NULL, true);
+    unhold(c);
+    pthread_mutex_unlock(&d->lock);
+  }
+  pthread_mutex_lock(&registry.lock);
+  if (c->prev) c->prev->next = c->next;
+  else registry.caches = c->next;
+  if (c->next) c->next->prev = c->prev;
+  pthread_mutex_unlock(&registry.lock);
+  ca_ptrmap_free(&c->held);
+  if (mine == c) mine = NULL;
+  free(c);
+}
+
+void ca_tcache_forget_after_fork(void) {
+  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+  registry.lock = fresh;
+  registry.caches = NULL;
+  __atomic_add_fetch(&registry.gen, 1, __ATOMIC_ACQ_REL);
+  mine = NULL;
+}

@@ -1,0 +1,75 @@
+/* "tcache.c": the per-thread, per-stream front cache of small blocks.
+ *
+ * A stream-ordered free of a small block (<= CA_TCACHE_MAX_SIZE) that the
+ * same thread allocated goes into the thread's cache under the freeing
+ * stream, within thread_cache_kb; a stream-ordered allocation of the same
+ * size class on that stream, by that thread, takes it back. Neither takes
+ * the device lock: a hit is a try-lock of the thread's own cache (a
+ * flusher holding it sends the call down the core's path), so a hit never
+ * waits. While cached, a block stays LIVE in the core (in its pointer map
+ * and its statistics): the core's invariants hold unchanged, and only the
+ * statistics read by the program are corrected ("folded") by what the
+ * caches hold.
+ *
+ * Every cache is in a registry, so that the slow path (before it grows or
+ * fails), stream destruction, empty_cache and cudaMemGetInfo, a device
+ * reset and shutdown give the cached blocks back to the core (each into its
+ * freeing stream's queue, as the free would have put it). Lock order:
+ * device lock, then the registry, then a cache. */
+#ifndef CUDALLOC_TCACHE_H
+#define CUDALLOC_TCACHE_H
+
+#include "types.h"
+
+#define CA_TCACHE_MAX_SIZE (64u << 10)
+
+/* The block has been freed into some thread's front cache (the core sees a
+ * LIVE block; the program does not own it). */
+static inline bool ca_tcache_holds(const ca_block_t *b) { return __atomic_load_n(&b->tc, __ATOMIC_ACQUIRE) & 1; }
+
+/* The one place where per-call hooks go (leak tracking, peak, event log):
+ * called on every hand-out and every free the program makes of a
+ * stream-ordered small block, whether the front cache served it (hit true:
+ * the device lock is NOT held; the calling thread's cache is, and b is
+ * the thread's) or the core did (hit false: called with d locked). The core's
+ * own paths call nothing else for these blocks. */
+static inline void ca_tcache_on_handout(ca_device_t *d, ca_block_t *b, bool hit) {
+  (void)d, (void)b, (void)hit;
+}
+static inline void ca_tcache_on_free(ca_device_t *d, ca_block_t *b, bool hit) {
+  (void)d, (void)b, (void)hit;
+}
+
+/* A hit: a block of the size class of rounded, freed on stream by this
+ * thread, handed out again (requested and site set). NULL: ask the core. */
+ca_block_t *ca_tcache_take(ca_device_t *d, ca_stream_t stream, size_t size, size_t rounded, void *site);
+/* The core handed b out for a stream-ordered request on stream (d locked):
+ * true when the thread will remember it, so that its free can be a hit;
+ * then ca_tcache_remember(b) once d is unlocked. */
+bool ca_tcache_claim(ca_device_t *d, ca_block_t *b, ca_stream_t stream);
+void ca_tcache_remember(ca_block_t *b);
+/* A free on stream of ptr that the cache takes (true), or leaves to the
+ * core (false: not this thread's block, another device, the cache full,
+ * a capture underway). */
+bool ca_tcache_give(void *ptr, ca_stream_t stream);
+/* The core's free path, d locked: false when b is cached (a double free),
+ * else b is no longer any thread's (a concurrent cached free loses). */
+bool ca_tcache_disown(ca_block_t *b);
+
+/* Gives d's cached blocks back to the core (d locked): every thread's, or
+ * only those freed on stream (non-NULL). forget: d is about to be torn
+ * down, so the threads forget its blocks too. Returns the bytes given. */
+size_t ca_tcache_flush(ca_device_t *d, ca_stream_t stream, bool forget);
+/* Corrects a snapshot of d's statistics by what the caches hold (d locked). */
+void ca_tcache_fold(const ca_device_t *d, cudalloc_stats_t *s);
+/* Holds every cache still (hits go to the core) while a reader looks at
+ * the requested sizes and sites of live blocks, which a hit writes. */
+void ca_tcache_quiesce(void);
+void ca_tcache_resume(void);
+/* Between quiesce and resume: what hits changed the requested sizes of
+ * d's live blocks by, which the core's requested_bytes does not count yet. */
+int64_t ca_tcache_drift(const ca_device_t *d);
+/* In a fork child: every cache is the parent's, forgotten untouched. */
+void ca_tcache_forget_after_fork(void);
+
+#endif /* CUDALLOC_TCACHE_H */

@@ -1,0 +1,242 @@
+/* The per-thread, per-stream front cache of small blocks (alloc/tcache.c):
+ * a stream-ordered free of a small block goes into the freeing thread's
+ * cache and only that thread, on that stream, gets it back, without the
+ * core; every flush gives the blocks back; the statistics the program
+ * reads count them as freed. Each guard has a twin test with a test-only
+ * switch that breaks it (tcache_any_stream, tcache_no_flush). */
+#include "core_testing.h"
+
+#include <pthread.h>
+
+static void sim_only(void) { SKIP_ON_CUDA("the simulated device's oracle and counters"); }
+/* As a program synchronizes before it shuts cudalloc down. */
+static void fini(void) {
+  ca_sim_complete_all();
+  core_fini();
+}
+TestSuite(core_tcache, .init = sim_only, .fini = fini);
+
+#define SMALL 4096
+
+static void *alloc_on(size_t size, ca_stream_t s) {
+  void *p = NULL;
+  cr_assert_eq(cudalloc_malloc(&p, size, (cudaStream_t)s), cudaSuccess);
+  return p;
+}
+
+static void free_on(void *p, ca_stream_t s) { cr_assert_eq(cudalloc_free(p, (cudaStream_t)s), cudaSuccess); }
+
+static ca_stream_t new_stream(void) {
+  ca_stream_t s = test_stream(true);
+  ca_stream_created(s, true);
+  return s;
+}
+
+/* Bytes the front caches hold: LIVE to the core, freed to the program. */
+static int64_t cached_bytes(void) { return dev0()->stats.allocated_bytes.current - stats0().allocated_bytes.current; }
+
+/* The core serves no allocation of a warm pair: its own count (what it
+ * served) stands still while the program's count grows. */
+Test(core_tcache, warm_pairs_do_not_enter_the_core) {
+  core_start("sim_events:auto");
+  ca_stream_t s = new_stream();
+  free_on(alloc_on(SMALL, s), s);
+  int64_t core = dev0()->stats.num_allocs.total, program = stats0().num_allocs.total;
+  uint64_t hits = ca_debug.tcache_hits;
+  for (int i = 0; i < 100; i++) free_on(alloc_on(SMALL - 16 * (i % 8), s), s);
+  cr_assert_eq(dev0()->stats.num_allocs.total, core, "the core served none of them");
+  cr_assert_eq(ca_debug.tcache_hits - hits, 100);
+  cudalloc_stats_t st = stats0();
+  cr_assert_eq(st.num_allocs.total, program + 100, "the program's count has them all");
+  cr_assert_eq(st.num_frees.total, st.num_allocs.total);
+  cr_assert_eq(st.allocated_bytes.current, 0, "nothing is allocated to the program");
+  cr_assert_eq(st.num_live_blocks.current, 0);
+  cr_assert_eq(st.requested_bytes.current, 0);
+  CHECK_CONSISTENT();
+}
+
+/* With the cache off the same pairs enter the core: the count above is the
+ * one that sees them. */
+Test(core_tcache, without_the_cache_the_core_serves_every_pair) {
+  core_start("sim_events:auto,thread_cache_kb:0");
+  ca_stream_t s = new_stream();
+  free_on(alloc_on(SMALL, s), s);
+  int64_t core = dev0()->stats.num_allocs.total;
+  for (int i = 0; i < 100; i++) free_on(alloc_on(SMALL, s), s);
+  cr_assert_eq(dev0()->stats.num_allocs.total, core + 100);
+}
+
+/* A kernel on A writes p; p is freed on A into the cache; B asks for the
+ * same size. Returns whether B got p (the oracle judges the hand-out). */
+static bool another_stream_gets_the_cached_block(bool break_guard) {
+  core_start("sim_events:manual");
+  ca_debug.tcache_any_stream = break_guard;
+  ca_stream_t a = new_stream(), b = new_stream();
+  void *p = alloc_on(SMALL, a);
+  TOUCH(a, p, SMALL, true);
+  free_on(p, a);
+  cr_assert_gt(cached_bytes(), 0, "p is in the thread's cache");
+  void *q = alloc_on(SMALL, b);
+  CHECK_CONSISTENT();
+  return q == p;
+}
+
+Test(core_tcache, a_cached_block_is_never_handed_to_another_stream) {
+  cr_assert_not(another_stream_gets_the_cached_block(false));
+  cr_assert_eq(ca_sim_oracle_violations(), 0);
+}
+
+Test(core_tcache, a_hit_on_another_stream_is_caught_by_the_oracle, .init = cr_redirect_stderr) {
+  cr_assert(another_stream_gets_the_cached_block(true), "the switch did not plant the reuse");
+  cr_assert_eq(ca_sim_oracle_violations(), 1, "the oracle judged the hit's hand-out");
+  ca_sim_oracle_reset();
+}
+
+Test(core_tcache, the_freeing_stream_reuses_at_once) {
+  core_start("sim_events:manual");
+  ca_stream_t a = new_stream();
+  void *p = alloc_on(SMALL, a);
+  TOUCH(a, p, SMALL, true);
+  free_on(p, a);
+  cr_assert_eq(alloc_on(SMALL, a), p, "work on A is ordered: A reuses p from the cache");
+  cr_assert_eq(ca_sim_oracle_violations(), 0);
+  CHECK_CONSISTENT();
+}
+
+static void *alloc_elsewhere(void *arg) {
+  void *p = NULL;
+  ca_state.be->set_device(0);
+  if (cudalloc_malloc(&p, SMALL, (cudaStream_t)arg) != cudaSuccess) return NULL;
+  return p;
+}
+
+Test(core_tcache, another_thread_does_not_get_the_cached_block) {
+  core_start("sim_events:manual");
+  ca_stream_t a = new_stream();
+  void *p = alloc_on(SMALL, a);
+  free_on(p, a);
+  pthread_t t;
+  void *q = NULL;
+  pthread_create(&t, NULL, alloc_elsewhere, a);
+  pthread_join(t, &q);
+  cr_assert_not_null(q);
+  cr_assert_neq(q, p, "the block waits in this thread's cache");
+  cr_assert_eq(alloc_on(SMALL, a), p);
+  CHECK_CONSISTENT();
+}
+
+/* A device of 64 MiB; 56 MiB of small blocks freed on A into the cache;
+ * then a 40 MiB cudaMalloc. Returns whether it succeeded. */
+static bool big_request_after_caching(bool no_flush) {
+  core_start("sim_events:auto,sim_capacity_mb:64,thread_cache_kb:65536");
+  ca_debug.tcache_no_flush = no_flush;
+  ca_stream_t a = new_stream();
+  enum { N = 56 * 16 };   /* 64 KiB each */
+  static void *p[N];
+  for (int i = 0; i < N; i++) p[i] = alloc_on(64 << 10, a);
+  for (int i = 0; i < N; i++) free_on(p[i], a);
+  cr_assert_eq(cached_bytes(), 56 * MiB, "every block is in the cache");
+  void *big = NULL;
+  capture_t c;
+  capture_begin(&c);
+  CUresult rc = ca_malloc(&big, 40 * MiB, NULL, CA_ALLOC_SYNC, NULL);
+  char buf[4096];
+  capture_end(&c, buf, sizeof buf);
+  if (!rc) cr_assert_eq(ca_free_sync(big), CUDA_SUCCESS);
+  CHECK_CONSISTENT();
+  return rc == CUDA_SUCCESS;
+}
+
+Test(core_tcache, out_of_memory_flushes_the_caches_and_recovers_their_bytes) {
+  cr_assert(big_request_after_caching(false));
+  cr_assert_eq(cached_bytes(), 0, "the slow path gave every cached block back");
+}
+
+Test(core_tcache, without_the_flush_the_cached_bytes_are_lost) {
+  cr_assert_not(big_request_after_caching(true), "the cached 56 MiB would have been missing");
+}
+
+Test(core_tcache, the_cap_bounds_what_a_thread_holds) {
+  core_start("sim_events:auto,thread_cache_kb:64");
+  ca_stream_t a = new_stream();
+  void *p[32];
+  for (int i = 0; i < 32; i++) p[i] = alloc_on(SMALL, a);
+  for (int i = 0; i < 32; i++) free_on(p[i], a);
+  cr_assert_eq(cached_bytes(), 64 << 10, "16 of the 32 blocks, 64 KiB, went to the cache");
+  cr_assert_eq(stats0().allocated_bytes.current, 0, "all 32 are freed");
+  CHECK_CONSISTENT();
+}
+
+Test(core_tcache, destroying_the_stream_gives_its_blocks_back) {
+  core_start("sim_events:auto");
+  ca_stream_t a = new_stream();
+  free_on(alloc_on(SMALL, a), a);
+  cr_assert_eq(dev0()->live.count, 1, "the cached block is live to the core");
+  ca_stream_destroyed(a);
+  cr_assert_eq(dev0()->live.count, 0, "and no more once its stream is gone");
+  cr_assert_eq(cached_bytes(), 0);
+  CHECK_CONSISTENT();
+}
+
+static void *cache_and_exit(void *arg) {
+  ca_state.be->set_device(0);
+  void *p = NULL;
+  if (cudalloc_malloc(&p, SMALL, (cudaStream_t)arg) == cudaSuccess) cudalloc_free(p, (cudaStream_t)arg);
+  return p;
+}
+
+Test(core_tcache, an_exiting_thread_gives_its_cache_back) {
+  core_start("sim_events:auto");
+  ca_stream_t a = new_stream();
+  pthread_t t;
+  void *p = NULL;
+  pthread_create(&t, NULL, cache_and_exit, a);
+  pthread_join(t, &p);
+  cr_assert_not_null(p);
+  cr_assert_eq(dev0()->live.count, 0, "the thread's cached block went back at its exit");
+  CHECK_CONSISTENT();
+}
+
+Test(core_tcache, a_double_free_of_a_cached_block_is_refused, .init = cr_redirect_stderr) {
+  core_start("sim_events:auto");
+  ca_stream_t a = new_stream();
+  void *p = alloc_on(SMALL, a);
+  free_on(p, a);
+  cr_assert_eq(cudalloc_free(p, (cudaStream_t)a), cudaErrorInvalidValue, "freed twice on its stream");
+  cr_assert_eq(cudalloc_free_sync(p), cudaErrorInvalidValue, "then with cudaFree");
+  cr_assert(strstr(captured_stderr(), "a double free"), "%s", captured_stderr());
+  cr_assert_eq(cudalloc_get_address_range(p, NULL, NULL), cudaErrorInvalidValue, "a freed block has no range");
+  cr_assert_eq(alloc_on(SMALL, a), p, "the cache is intact");
+  CHECK_CONSISTENT();
+}
+
+/* A hit hands the block out for its new size: what the program asked for
+ * is what the range and the statistics say. */
+Test(core_tcache, a_hit_takes_the_new_requested_size) {
+  core_start("sim_events:auto");
+  ca_stream_t a = new_stream();
+  void *p = alloc_on(1000, a);
+  free_on(p, a);
+  cr_assert_eq(alloc_on(900, a), p);
+  size_t size = 0;
+  cr_assert_eq(cudalloc_get_address_range(p, NULL, &size), cudaSuccess);
+  cr_assert_eq(size, 900);
+  cr_assert_eq(stats0().requested_bytes.current, 900);
+  CHECK_CONSISTENT();
+  free_on(p, a);
+  cr_assert_eq(stats0().requested_bytes.current, 0);
+  CHECK_CONSISTENT();
+}
+
+Test(core_tcache, shutdown_reports_no_cached_block_as_a_leak) {
+  core_start("sim_events:auto");
+  ca_stream_t a = new_stream();
+  free_on(alloc_on(SMALL, a), a);
+  capture_t c;
+  capture_begin(&c);
+  cudalloc_shutdown();
+  char buf[4096];
+  const char *out = capture_end(&c, buf, sizeof buf);
+  cr_assert_null(strstr(out, "Leaked"), "%s", out);
+  cr_assert_null(strstr(out, "live block"), "%s", out);
+}
