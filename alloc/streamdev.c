@@ -9,7 +9,10 @@
  * library calls cudalloc_stream_unregister (docs/usage.md). */
 #include "streamdev.h"
 
-#define CA_STREAMDEV_WAYS 8   /* created streams remembered per thread */
+#include <string.h>
+
+#define CA_STREAMDEV_LOG2 8   /* created streams remembered per thread: 256, direct-mapped */
+#define CA_STREAMDEV_WAYS (1 << CA_STREAMDEV_LOG2)
 
 static uint64_t generation = 1;   /* a thread's zeroed memory names none */
 
@@ -25,14 +28,16 @@ static __thread streamdev_tls_t tls;
 
 static bool is_default(ca_stream_t s) { return s == NULL || s == CA_STREAM_LEGACY || s == CA_STREAM_PER_THREAD; }
 
-static unsigned way_of(ca_stream_t s) { return (unsigned)((uintptr_t)s >> 4 ^ (uintptr_t)s >> 12) % CA_STREAMDEV_WAYS; }
+static unsigned way_of(ca_stream_t s) {
+  return (unsigned)((uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ull >> (64 - CA_STREAMDEV_LOG2));
+}
 
 /* The thread's answers, emptied when the generation moved on. */
 static streamdev_tls_t *answers(void) {
   uint64_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
   if (tls.gen != gen && !CA_DEBUG(stale_stream_devices)) {
-    streamdev_tls_t fresh = {.gen = gen};
-    tls = fresh;
+    memset(&tls, 0, sizeof tls);
+    tls.gen = gen;
   }
   return &tls;
 }

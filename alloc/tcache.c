@@ -6,10 +6,12 @@
  *   in a small set-associative table: a free that finds no room in its set
  *   goes to the core, so nothing is ever evicted;
  * - the blocks the thread was handed for stream-ordered small requests and
- *   still holds (a pointer map by address), so that their free needs no
- *   device lock to find the block. An entry may be stale (another thread
- *   freed the block through the core): it is believed only while the block
- *   says the thread holds it (b->tc), which the core's free clears;
+ *   still holds, by address in a 4-way set-associative table (when a set is
+ *   full of blocks still held, a newer one takes the first slot, and the
+ *   older one's free goes to the core), so that their free needs no device
+ *   lock to find the block. An entry may be stale (another thread freed the
+ *   block through the core): it is believed only while the block says the
+ *   thread holds it (b->tc), which the core's free clears;
  * - counts of what it holds and of its hits, per device, which readers add
  *   to the core's statistics, and a flush moves into them.
  *
@@ -28,8 +30,12 @@
 #include "streams.h"
 
 #define CA_TCACHE_CLASSES (CA_TCACHE_MAX_SIZE / CA_MIN_BLOCK)
-#define CA_TCACHE_SETS 64
+#define CA_TCACHE_SETS_LOG2 8
+#define CA_TCACHE_SETS (1 << CA_TCACHE_SETS_LOG2)
 #define CA_TCACHE_WAYS 4
+#define CA_TCACHE_HELD_LOG2 10   /* sets of the blocks held, of CA_TCACHE_HELD_WAYS */
+#define CA_TCACHE_HELD (1 << CA_TCACHE_HELD_LOG2)
+#define CA_TCACHE_HELD_WAYS 4
 
 typedef struct tc_list_s {
   ca_stream_t stream;           /* the freeing stream, normalized */
@@ -47,13 +53,18 @@ typedef struct tc_counts_s {
   int64_t frees;                          /* frees into the cache */
 } tc_counts_t;
 
+typedef struct held_s {
+  uintptr_t addr;               /* 0: empty */
+  ca_block_t *b;
+} held_t;
+
 typedef struct ca_tcache_s {
   int busy;                     /* the try-lock */
   unsigned gen;                 /* the registry's generation it belongs to */
   struct ca_tcache_s *prev, *next;
   size_t bytes;                 /* cached, all devices */
   tc_list_t lists[CA_TCACHE_SETS][CA_TCACHE_WAYS];
-  ca_ptrmap_t held;             /* blocks the program holds from this thread */
+  held_t held[CA_TCACHE_HELD][CA_TCACHE_HELD_WAYS]; /* blocks the program holds from this thread */
   tc_counts_t counts[CA_MAX_DEVICES];
 } ca_tcache_t;
 
@@ -104,9 +115,28 @@ static ca_tcache_t *my_cache(void) {
 }
 
 static tc_list_t *set_of(ca_stream_t s, int dev, unsigned cls, tc_list_t (*lists)[CA_TCACHE_WAYS]) {
-  uint64_t h = ((uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)dev << 40) ^ ((uint64_t)cls << 7);
-  h *= 0xff51afd7ed558ccdull;
-  return lists[(h >> 40) % CA_TCACHE_SETS];
+  /* every bit of the handle counts: a simulated stream's differ in the low ones */
+  uint64_t h = ((uint64_t)(uintptr_t)s * 0xff51afd7ed558ccdull ^ (uint64_t)dev << 8 ^ cls) * 0x9e3779b97f4a7c15ull;
+  return lists[h >> (64 - CA_TCACHE_SETS_LOG2)];
+}
+
+static held_t *held_set(ca_tcache_t *c, uintptr_t p) {
+  return c->held[(uint64_t)(p >> 9) * 0x9e3779b97f4a7c15ull >> (64 - CA_TCACHE_HELD_LOG2)];
+}
+
+/* An entry that names no block the thread still holds at its address. */
+static bool stale(const ca_tcache_t *c, const held_t *h) {
+  return !h->addr || __atomic_load_n(&h->b->tc, __ATOMIC_ACQUIRE) != (uintptr_t)c || h->b->addr != h->addr;
+}
+
+static void hold_block(ca_tcache_t *c, ca_block_t *b) {
+  held_t *set = held_set(c, b->addr), *slot = set;
+  for (int w = 0; w < CA_TCACHE_HELD_WAYS; w++)
+    if (set[w].addr == b->addr || stale(c, &set[w])) {
+      slot = &set[w];
+      break;
+    }
+  *slot = (held_t){b->addr, b};
 }
 
 static bool same_list(const tc_list_t *l, ca_stream_t s, int dev, unsigned cls) {
@@ -145,9 +175,8 @@ ca_block_t *ca_tcache_take(ca_device_t *d, ca_stream_t stream, size_t size, size
       if (x->head && x->dev == d->ordinal && x->cls == class_of(rounded)) l = x;
     }
   ca_block_t *b = l ? l->head : NULL;
-  if (b) ca_ptrmap_remove(&c->held, b->addr);   /* a stale entry for the same address */
-  if (b && !ca_ptrmap_insert(&c->held, b)) b = NULL;
   if (b) {
+    hold_block(c, b);
     l->head = b->tc_next;
     b->tc_next = NULL;
     c->bytes -= b->size;
@@ -182,17 +211,20 @@ void ca_tcache_remember(ca_block_t *b) {
   ca_tcache_t *c = mine;
   if (!c) return;
   hold(c);
-  ca_ptrmap_remove(&c->held, b->addr);   /* a stale entry for the same address */
-  if (!ca_ptrmap_insert(&c->held, b)) __atomic_store_n(&b->tc, 0, __ATOMIC_RELEASE);
+  hold_block(c, b);
   unhold(c);
 }
 
-/* The block at p, if the program holds it from this thread. */
+/* The block at p, if the program holds it from this thread (its slot is
+ * emptied either way: a stale entry goes). */
 static ca_block_t *held_block(ca_tcache_t *c, uintptr_t p) {
-  ca_block_t *b = ca_ptrmap_get(&c->held, p);
-  if (!b) return NULL;
-  if (__atomic_load_n(&b->tc, __ATOMIC_ACQUIRE) == (uintptr_t)c && b->addr == p) return b;
-  ca_ptrmap_remove(&c->held, p);   /* stale: freed elsewhere since */
+  held_t *set = held_set(c, p);
+  for (int w = 0; w < CA_TCACHE_HELD_WAYS; w++) {
+    if (set[w].addr != p) continue;
+    bool held = !stale(c, &set[w]);
+    set[w].addr = 0;
+    return held ? set[w].b : NULL;
+  }
   return NULL;
 }
 
@@ -207,7 +239,6 @@ bool ca_tcache_give(void *ptr, ca_stream_t stream) {
   if (b && b->seg->pool->dev->ordinal == dev && c->bytes + b->size <= capacity() &&
       (l = list_of(c, stream, dev, class_of(b->size), true)) &&
       __atomic_compare_exchange_n(&b->tc, &want, want | 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    ca_ptrmap_remove(&c->held, b->addr);
     b->tc_next = l->head;
     l->head = b;
     c->bytes += b->size;
@@ -218,7 +249,7 @@ bool ca_tcache_give(void *ptr, ca_stream_t stream) {
     bump(&n->frees, 1);
     ca_tcache_on_free(b->seg->pool->dev, b, true);
   } else {
-    b = NULL;
+    b = NULL;   /* the core frees it */
   }
   unhold(c);
   return b != NULL;
@@ -283,7 +314,7 @@ static size_t flush_cache(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bo
   /* d's block structs are about to be freed: the thread forgets what it
    * holds on every device (whose entries it cannot tell apart without
    * reading blocks of devices not locked); those frees go to the core. */
-  if (forget) ca_ptrmap_free(&c->held);
+  if (forget) memset(c->held, 0, sizeof c->held);
   return bytes;
 }
 
@@ -354,7 +385,6 @@ static void thread_exit(void *arg) {
   else registry.caches = c->next;
   if (c->next) c->next->prev = c->prev;
   pthread_mutex_unlock(&registry.lock);
-  ca_ptrmap_free(&c->held);
   if (mine == c) mine = NULL;
   free(c);
 }

@@ -1,10 +1,11 @@
 # Benchmarks: they print figures; nothing here is a pass/fail test.
 #
 #   make bench                    builds and runs bench/run.sh: bench_alloc (cudalloc's
-#                                 cached alloc+free pair vs jemalloc) and
+#                                 cached alloc+free pair vs jemalloc and mimalloc) and
 #                                 bench/bench_workload.sh (the 50-step workload), then a
 #                                 compact table; the whole output is kept in
-#                                 $(BUILD)/bench/bench.log. About a minute on 2 cores.
+#                                 $(BUILD)/bench/bench.log. A few minutes on 2 cores.
+#   make bench BENCH_SHORT=1      the same, short (CI: under a minute), noisy figures
 #   $(BUILD)/bench/bench_alloc    the pair benchmark (links libcudalloc.a and jemalloc)
 #   $(BUILD)/bench/bench_pinned   pinned host memory: the cache vs uncached pinning vs jemalloc
 #   $(BUILD)/bench/libstepspy.so  counts backend calls per workload step (preloaded)
@@ -24,11 +25,13 @@ BENCH_TRACE := $(BUILD)/bench/bench_trace
 JEMALLOC_CFLAGS ?=
 JEMALLOC_LIBS ?= -ljemalloc
 JEMALLOC_PACK := build/gpu-pack/jemalloc
+# mimalloc (Debian's libmimalloc-dev), called by name (mi_malloc/mi_free): it replaces no malloc.
+MIMALLOC_LIBS ?= -lmimalloc
 
 # It reads the simulated device's call counters, so it sees the backend's headers.
 $(BENCH_ALLOC): bench/bench_alloc.c bench/bench.h $(LIB_A) $(HEADER)
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) $(SANFLAGS) $(JEMALLOC_CFLAGS) -Ibench -Ialloc/backend -Ialloc/backend/sim $< -o $@ $(LIB_A) $(JEMALLOC_LIBS) $(CUDART) $(LIBS)
+	$(CC) $(APP_CFLAGS) $(SANFLAGS) $(JEMALLOC_CFLAGS) -Ibench -Ialloc/backend -Ialloc/backend/sim $< -o $@ $(LIB_A) $(JEMALLOC_LIBS) $(MIMALLOC_LIBS) $(CUDART) $(LIBS)
 
 # Pinned host memory: cudalloc's cache vs uncached pinning vs jemalloc.
 BENCH_PINNED := $(BUILD)/bench/bench_pinned
@@ -45,8 +48,9 @@ $(BENCH_SPY): bench/step_spy.c $(HEADER)
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) -fvisibility=hidden -shared $< -o $@ -ldl
 
+BENCH_SHORT ?= 0
 bench: lib $(BENCH_ALLOC) $(BENCH_PINNED) $(BENCH_SPY) $(WORKLOAD) $(WORKLOAD_HOST)
-	BUILD=$(BUILD) bench/run.sh
+	BUILD=$(BUILD) BENCH_SHORT=$(BENCH_SHORT) bench/run.sh
 
 .PHONY: bench-pack
 bench-pack:

@@ -1,8 +1,10 @@
 /* The cached alloc+free pair of cudalloc (libcudalloc.a, the public API)
- * against jemalloc's mallocx/dallocx, on the same size sequence, side by
- * side in one run. It prints figures; it passes or fails nothing.
+ * against jemalloc's mallocx/dallocx and mimalloc's mi_malloc/mi_free, on
+ * the same size sequences, side by side in one run. It prints figures,
+ * each target next to the figure it applies to; it passes or fails nothing.
  *
  *   build/bench/bench_alloc [--backend sim|cuda] [--pairs N] [--rounds R]
+ *                           [--part single|threads|all] [--tracking]
  *
  * Each scenario keeps a window of 16 live blocks: every pair frees the
  * oldest and allocates the next size of a seeded sequence (it repeats every
@@ -10,12 +12,15 @@
  * makes no backend call, so that the timed part measures the cached path;
  * the backend calls that cudalloc_get_stats counts over the timed part are
  * printed to show it, and so is how long the warm-up took. Each figure is
- * the median of R rounds, and in every round cudalloc and jemalloc run in
- * turn, so that a slow spell of the machine touches both. The thread
- * scenarios run the same way on 1, 2 and 4 threads, each with its own
- * stream. docs/benchmarks.md explains the figures. */
+ * the median of R rounds; in every round the three allocators run in turn,
+ * the order rotated from round to round, so that a slow spell of the
+ * machine touches all of them; a ratio is the median of the rounds' own
+ * ratios. --part single is meant to run pinned (taskset -c 0, as
+ * bench/run.sh does), --part threads not. docs/benchmarks.md explains the
+ * figures. */
 #define _GNU_SOURCE
 #include <jemalloc/jemalloc.h>
+#include <mimalloc.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <unistd.h>
@@ -28,6 +33,7 @@
 #define SEQ (1u << 16) /* sizes per sequence; the runs wrap around it */
 #define MAX_ROUNDS 64
 #define MAX_THREADS 4
+#define STREAMS 64     /* the many-streams scenario */
 #define WARM_MAX 40    /* passes of the sequence, at most, in the warm-up */
 #define WARM_MAX_THREADS 8
 
@@ -36,13 +42,17 @@ typedef struct opts_s {
   bool tracking_only; /* --tracking: only the tracking-depth table */
   size_t pairs;       /* per round, GPU-like sequence; tiny sizes run 4x as many */
   int rounds;
+  bool single, threads; /* which parts run */
 } opts_t;
 
-static opts_t opt = {false, false, 100000, 9};
+static opts_t opt = {false, false, 100000, 9, true, true};
 
-/* Design targets (docs/benchmarks.md), printed next to the figures. */
-#define TARGET_GPU_RATIO 0.25
-#define TARGET_TINY_RATIO 4.0
+/* Design targets (docs/design.md, issue 12), printed next to the figures. */
+#define TARGET_GPU_RATIO 0.20
+#define TARGET_TINY_RATIO 1.0
+#define TARGET_MIX_RATIO 0.25
+#define TARGET_TWO_THREADS 1.8
+#define TARGET_STREAMS 1.2
 
 static void die(const char *what, int code) {
   fprintf(stderr, "bench_alloc: %s failed (%d): the figures would mean nothing\n", what, code);
@@ -57,35 +67,50 @@ static void check(cudaError_t err, const char *what) {
 // One lane: a sequence, a window per allocator, a stream
 // ----------------------------------------------------------------------------
 
+typedef enum { CA, JE, MI, NALLOC } alloc_id_t;
+static const char *const alloc_name[NALLOC] = {"cudalloc", "jemalloc", "mimalloc"};
+
 typedef struct lane_s {
   const uint32_t *sizes;
-  size_t next_ca, next_je;      /* each allocator's position in the sequence */
-  void *live_ca[WINDOW], *live_je[WINDOW];
+  size_t next[NALLOC];          /* each allocator's position in the sequence */
+  void *live[NALLOC][WINDOW];
   cudaStream_t stream;
   bool free_sync;               /* cudaFree's promise instead of a stream-ordered free */
 } lane_t;
 
-static void cudalloc_pairs(lane_t *l, size_t n) {
-  for (size_t i = 0; i < n; i++, l->next_ca++) {
-    void **slot = &l->live_ca[l->next_ca % WINDOW];
+static void one_pair(lane_t *l, alloc_id_t a) {
+  size_t i = l->next[a]++;
+  void **slot = &l->live[a][i % WINDOW];
+  size_t size = l->sizes[i % SEQ];
+  switch (a) {
+  case CA:
     if (*slot) check(l->free_sync ? cudalloc_free_sync(*slot) : cudalloc_free(*slot, l->stream), "cudalloc_free");
-    check(cudalloc_malloc(slot, l->sizes[l->next_ca % SEQ], l->stream), "cudalloc_malloc");
+    check(cudalloc_malloc(slot, size, l->stream), "cudalloc_malloc");
+    break;
+  case JE:
+    if (*slot) dallocx(*slot, 0);
+    if (!(*slot = mallocx(size, 0))) die("mallocx", 0);
+    break;
+  default:
+    mi_free(*slot);
+    if (!(*slot = mi_malloc(size))) die("mi_malloc", 0);
   }
 }
 
-static void jemalloc_pairs(lane_t *l, size_t n) {
-  for (size_t i = 0; i < n; i++, l->next_je++) {
-    void **slot = &l->live_je[l->next_je % WINDOW];
-    if (*slot) dallocx(*slot, 0);
-    if (!(*slot = mallocx(l->sizes[l->next_je % SEQ], 0))) die("mallocx", 0);
-  }
+/* n pairs, round-robin over nl lanes (one pair each in turn). */
+static void pairs_on(lane_t *lanes, int nl, alloc_id_t a, size_t n) {
+  if (nl == 1)
+    for (size_t i = 0; i < n; i++) one_pair(lanes, a);
+  else
+    for (size_t i = 0; i < n; i++) one_pair(&lanes[i % (size_t)nl], a);
 }
 
 static void lane_drain(lane_t *l) {
   for (int i = 0; i < WINDOW; i++) {
-    if (l->live_ca[i]) check(cudalloc_free(l->live_ca[i], l->stream), "cudalloc_free");
-    if (l->live_je[i]) dallocx(l->live_je[i], 0);
-    l->live_ca[i] = l->live_je[i] = NULL;
+    if (l->live[CA][i]) check(cudalloc_free(l->live[CA][i], l->stream), "cudalloc_free");
+    if (l->live[JE][i]) dallocx(l->live[JE][i], 0);
+    mi_free(l->live[MI][i]);
+    l->live[CA][i] = l->live[JE][i] = l->live[MI][i] = NULL;
   }
 }
 
@@ -95,7 +120,7 @@ static void lane_drain(lane_t *l) {
 
 static void start(const char *extra) {
   char conf[256];
-  snprintf(conf, sizeof conf, "%s%s", opt.cuda ? "backend:cuda" : "backend:sim,sim_capacity_mb:4096", extra);
+  snprintf(conf, sizeof conf, "%s%s", opt.cuda ? "backend:cuda" : "backend:sim,sim_capacity_mb:8192", extra);
   check(cudalloc_init(conf), "cudalloc_init");
 }
 
@@ -109,15 +134,19 @@ static cudaStream_t new_stream(void) {
   return s;
 }
 
+/* cudalloc is told, as the preload would tell it (it remembers streams'
+ * devices, and a handle's value may come back). */
 static void drop_stream(cudaStream_t s) {
+  cudalloc_stream_unregister(s);
   if (opt.cuda) cudaStreamDestroy(s);
   else ca_sim_stream_destroy(s);
 }
 
-/* Backend calls as cudalloc counts them, plus the current-device query of
- * every allocation, which it does not count (the simulation does). */
+/* Backend calls as cudalloc counts them, plus the device lookups the
+ * simulation counts (the current device, a stream's device), which the
+ * stats do not. */
 typedef struct calls_s {
-  int64_t memory, events, waits, slow, get_device;
+  int64_t memory, events, waits, slow, lookups;
 } calls_t;
 
 static calls_t calls_now(void) {
@@ -127,27 +156,28 @@ static calls_t calls_now(void) {
                    s.backend_release.total + s.backend_map.total + s.backend_unmap.total +
                    s.backend_set_access.total,
                s.backend_event_record.total + s.backend_event_query.total, s.backend_sync.total,
-               s.num_retries.total, opt.cuda ? -1 : (int64_t)ca_sim_calls(CA_OP_get_device)};
+               s.num_retries.total,
+               opt.cuda ? -1 : (int64_t)(ca_sim_calls(CA_OP_get_device) + ca_sim_calls(CA_OP_stream_device))};
   return c;
 }
 
 static calls_t calls_since(calls_t a) {
   calls_t b = calls_now();
   return (calls_t){b.memory - a.memory, b.events - a.events, b.waits - a.waits, b.slow - a.slow,
-                   opt.cuda ? -1 : b.get_device - a.get_device};
+                   opt.cuda ? -1 : b.lookups - a.lookups};
 }
 
 static bool busy(calls_t c) { return c.memory || c.events || c.waits || c.slow; }
 
-/* cudalloc's warm-up: whole passes of the sequence until one makes no
- * backend call, or WARM_MAX passes. Returns the passes run; *during counts
- * the calls after the first pass (the first one fills the cache). */
-static int warm_cudalloc(lane_t *l, calls_t *during) {
+/* cudalloc's warm-up: passes of SEQ pairs (over every lane) until one
+ * makes no backend call, or WARM_MAX passes. Returns the passes run
+ * (negative: never quiet); *during counts the calls after the first pass. */
+static int warm_cudalloc(lane_t *lanes, int nl, calls_t *during) {
   calls_t first = calls_now(), c;
   int pass = 0;
   do {
     calls_t before = calls_now();
-    cudalloc_pairs(l, SEQ);
+    pairs_on(lanes, nl, CA, SEQ);
     c = calls_since(before);
     if (++pass == 1) first = calls_now();
   } while (busy(c) && pass < WARM_MAX);
@@ -171,10 +201,11 @@ static void print_calls(calls_t c, double pairs) {
   printf("  timed part: backend calls %" PRId64 " (memory %" PRId64 ", events %" PRId64 ", waits %" PRId64
          "), slow paths %" PRId64,
          c.memory + c.events + c.waits, c.memory, c.events, c.waits, c.slow);
-  if (c.get_device >= 0)
-    printf("; current-device queries %.2f per pair (not in the stats)\n", (double)c.get_device / pairs);
+  if (c.lookups >= 0)
+    printf("; device lookups (get_device, stream_device) %.2f per pair (not in the stats)\n",
+           (double)c.lookups / pairs);
   else
-    printf("; current-device queries not counted (cuda: cuCtxGetCurrent + cuCtxGetDevice per allocation)\n");
+    printf("\n");
 }
 
 // ----------------------------------------------------------------------------
@@ -183,7 +214,8 @@ static void print_calls(calls_t c, double pairs) {
 
 typedef struct row_s {
   char name[96];
-  double ca_ns, je_ns, ratio;
+  double ns[NALLOC];
+  double vs_je, vs_mi;          /* cudalloc's ratios, medians of the rounds' own */
   double target;                /* cudalloc/jemalloc at most this; 0: none */
   int64_t calls;
 } row_t;
@@ -191,13 +223,13 @@ typedef struct row_s {
 static row_t rows[16];
 static int nrows;
 
-static void print_pair(const char *who, const double *ns, int n) {
+static void print_one(alloc_id_t a, const double *ns, int n) {
   double lo = ns[0], hi = ns[0];
   for (int i = 1; i < n; i++) lo = ns[i] < lo ? ns[i] : lo, hi = ns[i] > hi ? ns[i] : hi;
-  printf("  %-9s %8.1f ns/pair   (rounds: best %.1f, worst %.1f)\n", who, bench_median(ns, n), lo, hi);
+  printf("  %-9s %8.1f ns/pair   (rounds: best %.1f, worst %.1f)\n", alloc_name[a], bench_median(ns, n), lo, hi);
 }
 
-/* The median of the rounds' own ratios: each round ran both allocators
+/* The median of the rounds' own ratios: each round ran every allocator
  * back to back, so a slow spell of the machine touches both sides. */
 static double round_ratio(const double *a, const double *b, int n) {
   double r[MAX_ROUNDS];
@@ -205,43 +237,112 @@ static double round_ratio(const double *a, const double *b, int n) {
   return bench_median(r, n);
 }
 
-/* Times `pairs` pairs of each allocator, in turn, for every round. */
-static row_t *scenario(const char *name, const uint32_t *sizes, size_t pairs, bool free_sync, double target) {
-  lane_t l = {.sizes = sizes, .stream = free_sync ? NULL : new_stream(), .free_sync = free_sync};
-  double ca[MAX_ROUNDS], je[MAX_ROUNDS];
-  calls_t warm;
-  int passes = warm_cudalloc(&l, &warm);
-  jemalloc_pairs(&l, 2 * SEQ);
-  calls_t before = calls_now();
-  for (int r = 0; r < opt.rounds; r++) {
-    double t0 = bench_now_ns();
-    cudalloc_pairs(&l, pairs);
-    double t1 = bench_now_ns();
-    jemalloc_pairs(&l, pairs);
-    double t2 = bench_now_ns();
-    ca[r] = (t1 - t0) / (double)pairs;
-    je[r] = (t2 - t1) / (double)pairs;
+/* Times `pairs` pairs of every allocator for every round, in the round's
+ * order, on nl lanes (round-robin); ns[a][r] per pair. */
+static void timed_rounds(lane_t *lanes, int nl, size_t pairs, double ns[NALLOC][MAX_ROUNDS]) {
+  for (int r = 0; r < opt.rounds; r++)
+    for (int k = 0; k < NALLOC; k++) {
+      alloc_id_t a = (alloc_id_t)((r + k) % NALLOC);
+      double t0 = bench_now_ns();
+      pairs_on(lanes, nl, a, pairs);
+      ns[a][r] = (bench_now_ns() - t0) / (double)pairs;
+    }
+}
+
+static lane_t *lanes_new(int nl, const uint32_t *sizes, bool free_sync) {
+  lane_t *l = calloc((size_t)nl, sizeof *l);
+  if (!l) die("calloc", 0);
+  for (int i = 0; i < nl; i++) l[i] = (lane_t){.sizes = sizes, .stream = free_sync ? NULL : new_stream(), .free_sync = free_sync};
+  return l;
+}
+
+static void lanes_drop(lane_t *l, int nl) {
+  for (int i = 0; i < nl; i++) {
+    lane_drain(&l[i]);
+    if (l[i].stream) drop_stream(l[i].stream);
   }
+  free(l);
+}
+
+/* One scenario on nl lanes: warm-up, rounds, its printout and its row. */
+static row_t *scenario_on(const char *name, const uint32_t *sizes, int nl, size_t pairs, bool free_sync,
+                          double target) {
+  lane_t *l = lanes_new(nl, sizes, free_sync);
+  double ns[NALLOC][MAX_ROUNDS];
+  calls_t warm;
+  int passes = warm_cudalloc(l, nl, &warm);
+  pairs_on(l, nl, JE, 2 * SEQ);
+  pairs_on(l, nl, MI, 2 * SEQ);
+  calls_t before = calls_now();
+  timed_rounds(l, nl, pairs, ns);
   calls_t c = calls_since(before);
-  lane_drain(&l);
-  if (l.stream) drop_stream(l.stream);
+  lanes_drop(l, nl);
   row_t *row = &rows[nrows++];
   snprintf(row->name, sizeof row->name, "%s", name);
-  row->ca_ns = bench_median(ca, opt.rounds);
-  row->je_ns = bench_median(je, opt.rounds);
-  row->ratio = round_ratio(ca, je, opt.rounds);
+  for (int a = 0; a < NALLOC; a++) row->ns[a] = bench_median(ns[a], opt.rounds);
+  row->vs_je = round_ratio(ns[CA], ns[JE], opt.rounds);
+  row->vs_mi = round_ratio(ns[CA], ns[MI], opt.rounds);
   row->target = target;
   row->calls = c.memory + c.events + c.waits;
   printf("%s: %zu pairs x %d rounds\n", name, pairs, opt.rounds);
   print_warm(passes, warm);
-  print_pair("cudalloc", ca, opt.rounds);
-  print_pair("jemalloc", je, opt.rounds);
-  printf("  ratio cudalloc/jemalloc = %.2f (median of the rounds' ratios)", row->ratio);
-  if (target > 0) printf("   (design target <= %.2f)", target);
+  for (int a = 0; a < NALLOC; a++) print_one((alloc_id_t)a, ns[a], opt.rounds);
+  printf("  ratio cudalloc/jemalloc = %.2f, cudalloc/mimalloc = %.2f (medians of the rounds' ratios)",
+         row->vs_je, row->vs_mi);
+  if (target > 0) printf("   (target: cudalloc/jemalloc <= %.2f)", target);
   printf("\n");
   print_calls(c, (double)pairs * opt.rounds);
   printf("\n");
   return row;
+}
+
+static row_t *scenario(const char *name, const uint32_t *sizes, size_t pairs, bool free_sync, double target) {
+  return scenario_on(name, sizes, 1, pairs, free_sync, target);
+}
+
+/* A PyTorch-like size mix: what one transformer training step under
+ * autocast asks for (docs/benchmarks.md): many sub-KiB scalars (losses,
+ * grad-norm partials, loss scales), norm weights and their gradients,
+ * MiB activations, attention scores and MLP intermediates of tens of MiB,
+ * and now and then the logits, about 100 MiB. */
+static uint32_t *mix_sizes(size_t n, uint64_t seed) {
+  static const struct { unsigned weight; uint32_t lo, hi; } bands[] = {
+      {40, 4, 1024},                      /* scalars and small vectors, fp32 */
+      {25, 2u << 10, 64u << 10},          /* layernorm weights and biases, their grads */
+      {25, 1u << 20, 32u << 20},          /* activations (batch x seq x hidden, bf16) */
+      {8, 32u << 20, 96u << 20},          /* attention scores, MLP intermediates */
+      {2, 96u << 20, 128u << 20},         /* logits (batch x seq x vocab) */
+  };
+  uint32_t *s = malloc(n * sizeof *s);
+  if (!s) return NULL;
+  for (size_t i = 0; i < n; i++) {
+    unsigned pick = (unsigned)(bench_rand(&seed) % 100), b = 0;
+    while (pick >= bands[b].weight) pick -= bands[b++].weight;
+    uint64_t one = bench_rand(&seed);
+    uint32_t *v = bench_sizes(1, bands[b].lo, bands[b].hi, one);
+    if (!v) return free(s), NULL;
+    s[i] = *v;
+    free(v);
+  }
+  return s;
+}
+
+/* The same pairs on one stream and on STREAMS streams (round-robin, each
+ * stream with its own window): the cost of many streams, for cudalloc,
+ * beside the other allocators' cost of the larger working set. */
+static double streams_ratio[2];
+
+static void streams_figure(const char *name, const uint32_t *sizes, size_t pairs, int which) {
+  char n1[96], n64[96];
+  snprintf(n1, sizeof n1, "(s) %s, 1 stream", name);
+  snprintf(n64, sizeof n64, "(s) %s, %d streams", name, STREAMS);
+  row_t *one = scenario_on(n1, sizes, 1, pairs, false, 0);
+  row_t *many = scenario_on(n64, sizes, STREAMS, pairs, false, 0);
+  streams_ratio[which] = many->ns[CA] / one->ns[CA];
+  printf("  %d streams / 1 stream, ns per pair: cudalloc %.2f (target <= %.1f), jemalloc %.2f, mimalloc %.2f "
+         "(they have no streams: theirs is the cost of %d windows instead of one)\n\n",
+         STREAMS, streams_ratio[which], TARGET_STREAMS, many->ns[JE] / one->ns[JE], many->ns[MI] / one->ns[MI],
+         STREAMS);
 }
 
 // ----------------------------------------------------------------------------
@@ -252,8 +353,7 @@ typedef struct worker_s {
   pthread_t tid;
   lane_t lane;
   size_t pairs;
-  double ca_ns[MAX_ROUNDS], je_ns[MAX_ROUNDS];   /* this thread's time per round */
-  double ca_t[MAX_ROUNDS][2], je_t[MAX_ROUNDS][2]; /* its start and end */
+  double t[MAX_ROUNDS][NALLOC][2]; /* each phase's start and end on this thread */
 } worker_t;
 
 static pthread_barrier_t gate;
@@ -261,55 +361,49 @@ static bool settled;
 
 static void *worker(void *arg) {
   worker_t *w = arg;
-  jemalloc_pairs(&w->lane, 2 * SEQ);
+  pairs_on(&w->lane, 1, JE, 2 * SEQ);
+  pairs_on(&w->lane, 1, MI, 2 * SEQ);
   do {   /* passes of every thread together, until one makes no backend call */
-    cudalloc_pairs(&w->lane, SEQ);
+    pairs_on(&w->lane, 1, CA, SEQ);
     pthread_barrier_wait(&gate);
     pthread_barrier_wait(&gate);                /* main has looked at the stats */
   } while (!__atomic_load_n(&settled, __ATOMIC_ACQUIRE));
-  for (int r = 0; r < opt.rounds; r++) {
-    pthread_barrier_wait(&gate);
-    w->ca_t[r][0] = bench_now_ns();
-    cudalloc_pairs(&w->lane, w->pairs);
-    w->ca_t[r][1] = bench_now_ns();
-    w->ca_ns[r] = w->ca_t[r][1] - w->ca_t[r][0];
-    pthread_barrier_wait(&gate);
-    pthread_barrier_wait(&gate);
-    w->je_t[r][0] = bench_now_ns();
-    jemalloc_pairs(&w->lane, w->pairs);
-    w->je_t[r][1] = bench_now_ns();
-    w->je_ns[r] = w->je_t[r][1] - w->je_t[r][0];
-    pthread_barrier_wait(&gate);
-  }
+  for (int r = 0; r < opt.rounds; r++)
+    for (int k = 0; k < NALLOC; k++) {
+      alloc_id_t a = (alloc_id_t)((r + k) % NALLOC);
+      pthread_barrier_wait(&gate);
+      w->t[r][a][0] = bench_now_ns();
+      pairs_on(&w->lane, 1, a, w->pairs);
+      w->t[r][a][1] = bench_now_ns();
+      pthread_barrier_wait(&gate);
+    }
   lane_drain(&w->lane);
   return NULL;
 }
 
 /* From the first thread's start to the last one's end: the threads' own
  * clocks, since the main thread may wake up late from a barrier. */
-static double wall_ns(const worker_t *w, int n, int r, bool ca) {
-  double lo = ca ? w[0].ca_t[r][0] : w[0].je_t[r][0], hi = ca ? w[0].ca_t[r][1] : w[0].je_t[r][1];
+static double wall_ns(const worker_t *w, int n, int r, alloc_id_t a) {
+  double lo = w[0].t[r][a][0], hi = w[0].t[r][a][1];
   for (int i = 1; i < n; i++) {
-    const double *t = ca ? w[i].ca_t[r] : w[i].je_t[r];
-    lo = t[0] < lo ? t[0] : lo;
-    hi = t[1] > hi ? t[1] : hi;
+    lo = w[i].t[r][a][0] < lo ? w[i].t[r][a][0] : lo;
+    hi = w[i].t[r][a][1] > hi ? w[i].t[r][a][1] : hi;
   }
   return hi - lo;
 }
 
-/* Mean over threads of the median over rounds. */
-static double per_thread_ns(worker_t *w, int n, bool ca) {
-  double sum = 0;
-  for (int i = 0; i < n; i++) sum += bench_median(ca ? w[i].ca_ns : w[i].je_ns, opt.rounds) / (double)w[i].pairs;
-  return sum / n;
-}
+typedef struct threads_row_s {
+  double mpairs[NALLOC];        /* all threads' pairs per second, millions */
+  char warm[48];
+  calls_t calls;
+} threads_row_t;
 
-static void threads_run(int n, size_t pairs, uint32_t **seqs) {
+static threads_row_t threads_run(int n, size_t pairs, uint32_t **seqs) {
   worker_t w[MAX_THREADS];
-  double wall_ca[MAX_ROUNDS], wall_je[MAX_ROUNDS];
+  threads_row_t row;
   pthread_barrier_init(&gate, NULL, (unsigned)n + 1);
   __atomic_store_n(&settled, false, __ATOMIC_RELEASE);
-  calls_t mark = calls_now(), c;
+  calls_t mark = calls_now();
   for (int i = 0; i < n; i++) {
     w[i] = (worker_t){.lane = {.sizes = seqs[i], .stream = new_stream()}, .pairs = pairs};
     if (pthread_create(&w[i].tid, NULL, worker, &w[i])) die("pthread_create", 0);
@@ -323,46 +417,49 @@ static void threads_run(int n, size_t pairs, uint32_t **seqs) {
     if (quiet || ++passes == WARM_MAX_THREADS) __atomic_store_n(&settled, true, __ATOMIC_RELEASE);
     pthread_barrier_wait(&gate);
   } while (!__atomic_load_n(&settled, __ATOMIC_ACQUIRE));
-  for (int r = 0; r < opt.rounds; r++) {
-    pthread_barrier_wait(&gate);
-    pthread_barrier_wait(&gate);
-    if (r == opt.rounds - 1) c = calls_since(mark);   /* workers wait at the gate */
-    pthread_barrier_wait(&gate);
-    pthread_barrier_wait(&gate);
-  }
+  for (int r = 0; r < opt.rounds; r++)
+    for (int k = 0; k < NALLOC; k++) {
+      pthread_barrier_wait(&gate);
+      pthread_barrier_wait(&gate);
+      if (r == opt.rounds - 1 && k == NALLOC - 1) row.calls = calls_since(mark);   /* workers wait at the gate */
+    }
   for (int i = 0; i < n; i++) pthread_join(w[i].tid, NULL);
-  for (int r = 0; r < opt.rounds; r++) {
-    wall_ca[r] = wall_ns(w, n, r, true);
-    wall_je[r] = wall_ns(w, n, r, false);
+  for (int a = 0; a < NALLOC; a++) {
+    double wall[MAX_ROUNDS];
+    for (int r = 0; r < opt.rounds; r++) wall[r] = wall_ns(w, n, r, (alloc_id_t)a);
+    row.mpairs[a] = (double)pairs * n / bench_median(wall, opt.rounds) * 1e3;
   }
   for (int i = 0; i < n; i++) drop_stream(w[i].lane.stream);
   pthread_barrier_destroy(&gate);
-  double total = (double)pairs * n;
-  double ca_tp = total / bench_median(wall_ca, opt.rounds) * 1e3;   /* pairs per ns x 1e3: Mpairs/s */
-  double je_tp = total / bench_median(wall_je, opt.rounds) * 1e3;
-  double ca_ns = per_thread_ns(w, n, true), je_ns = per_thread_ns(w, n, false);
-  char warm[48];
-  if (quiet) snprintf(warm, sizeof warm, "%d", passes + 1);
-  else snprintf(warm, sizeof warm, "not within %d", WARM_MAX_THREADS);
-  printf("| %d | %.1f | %.2f | %.1f | %.2f | %.2f | %s | %" PRId64 " memory, %" PRId64 " events, %" PRId64
-         " waits, %" PRId64 " slow paths |\n",
-         n, ca_ns, ca_tp, je_ns, je_tp, ca_ns / je_ns, warm, c.memory, c.events, c.waits, c.slow);
+  if (quiet) snprintf(row.warm, sizeof row.warm, "%d", passes + 1);
+  else snprintf(row.warm, sizeof row.warm, "not within %d", WARM_MAX_THREADS);
+  return row;
 }
 
-static void threads_table(size_t pairs) {
+static double two_thread_scaling[2];
+
+static void threads_table(const char *name, int which, uint32_t lo, uint32_t hi, size_t pairs) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   uint32_t *seqs[MAX_THREADS];
   for (int i = 0; i < MAX_THREADS; i++)
-    if (!(seqs[i] = bench_sizes(SEQ, 512, 8u << 20, 100 + (uint64_t)i))) die("malloc", 0);
-  printf("(c) threads, each with its own stream and its own GPU-like sequence (512 B..8 MiB, 16 live): "
-         "%zu pairs per thread x %d rounds.\n"
-         "    This machine has %ld CPUs: beyond %ld threads they share cores, so per-thread time grows "
-         "and throughput cannot.\n\n",
-         pairs, opt.rounds, cpus, cpus);
-  printf("| threads | cudalloc ns/pair (per thread) | cudalloc Mpairs/s (all) | jemalloc ns/pair (per thread) "
-         "| jemalloc Mpairs/s (all) | ratio | warm-up passes until quiet | cudalloc backend calls, timed part |\n");
-  printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
-  for (int n = 1; n <= MAX_THREADS; n *= 2) threads_run(n, pairs, seqs);
+    if (!(seqs[i] = bench_sizes(SEQ, lo, hi, 100 + (uint64_t)i + 10 * (uint64_t)which))) die("malloc", 0);
+  printf("(c) threads, each with its own stream and its own %s sequence (16 live): %zu pairs per thread x %d "
+         "rounds. This machine has %ld CPUs: beyond %ld threads they share cores, and throughput cannot grow.\n\n",
+         name, pairs, opt.rounds, cpus, cpus);
+  printf("| %s: threads | cudalloc Mpairs/s | x one thread | jemalloc Mpairs/s | x one thread | mimalloc Mpairs/s "
+         "| x one thread | cudalloc warm-up passes until quiet | cudalloc backend calls, timed part |\n", name);
+  printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  threads_row_t first = {{0}, "", {0}};
+  for (int n = 1; n <= MAX_THREADS; n *= 2) {
+    threads_row_t r = threads_run(n, pairs, seqs);
+    if (n == 1) first = r;
+    if (n == 2) two_thread_scaling[which] = r.mpairs[CA] / first.mpairs[CA];
+    printf("| %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %" PRId64 " memory, %" PRId64 " events, %" PRId64
+           " waits, %" PRId64 " slow paths |\n",
+           n, r.mpairs[CA], r.mpairs[CA] / first.mpairs[CA], r.mpairs[JE], r.mpairs[JE] / first.mpairs[JE],
+           r.mpairs[MI], r.mpairs[MI] / first.mpairs[MI], r.warm, r.calls.memory, r.calls.events, r.calls.waits,
+           r.calls.slow);
+  }
   printf("\n");
   for (int i = 0; i < MAX_THREADS; i++) free(seqs[i]);
 }
@@ -387,14 +484,13 @@ static const struct {
  * sequence until quiet, then `pairs` timed pairs. ns per pair. */
 static double track_phase(int mode, const uint32_t *sizes, size_t pairs) {
   start(track_modes[mode].conf);
-  lane_t l = {.sizes = sizes, .stream = new_stream()};
+  lane_t *l = lanes_new(1, sizes, false);
   calls_t warm;
-  warm_cudalloc(&l, &warm);
+  warm_cudalloc(l, 1, &warm);
   double t0 = bench_now_ns();
-  cudalloc_pairs(&l, pairs);
+  pairs_on(l, 1, CA, pairs);
   double ns = (bench_now_ns() - t0) / (double)pairs;
-  lane_drain(&l);
-  drop_stream(l.stream);
+  lanes_drop(l, 1);
   cudalloc_shutdown();
   return ns;
 }
@@ -429,7 +525,7 @@ static void tracking_table(const uint32_t *sizes, size_t pairs) {
 
 // ----------------------------------------------------------------------------
 
-/* Other work on the machine slows both sides; the load says how much there was. */
+/* Other work on the machine slows every side; the load says how much there was. */
 static const char *loadavg(void) {
   static char buf[128];
   FILE *f = fopen("/proc/loadavg", "r");
@@ -453,27 +549,47 @@ static void header(void) {
     }
   }
   if (f) fclose(f);
-  printf("bench_alloc: cached alloc+free pairs, cudalloc (backend %s) vs jemalloc %.5s mallocx/dallocx\n",
-         opt.cuda ? "cuda" : "sim", ver);
-  printf("machine: %ld CPUs (%s).%s\n", sysconf(_SC_NPROCESSORS_ONLN), model,
+  cpu_set_t set;
+  int pinned = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : -1;
+  printf("bench_alloc: cached alloc+free pairs, cudalloc (backend %s) vs jemalloc %.5s mallocx/dallocx vs mimalloc %d "
+         "mi_malloc/mi_free\n", opt.cuda ? "cuda" : "sim", ver, mi_version());
+  printf("machine: %ld CPUs (%s), this process may run on %d.%s\n", sysconf(_SC_NPROCESSORS_ONLN), model, pinned,
          opt.cuda ? "" : " CPU time on the simulated device: absolute times matter only on a GPU;"
                          " the ratios were measured side by side.");
   printf("load average at the start: %s", loadavg());
-  printf("each figure: median of %d rounds; in each round cudalloc, then jemalloc, run the same sizes; "
-         "a window of %d live blocks, the oldest freed before each allocation.\n\n", opt.rounds, WINDOW);
+  printf("each figure: median of %d rounds; in each round the three allocators run the same sizes in turn (the "
+         "order rotated every round); a window of %d live blocks, the oldest freed before each allocation.\n\n",
+         opt.rounds, WINDOW);
 }
 
 static void summary(void) {
-  printf("| benchmark | cudalloc ns/pair | jemalloc ns/pair | cudalloc/jemalloc | design target | "
-         "cudalloc backend calls, timed part |\n");
-  printf("| --- | --- | --- | --- | --- | --- |\n");
+  printf("| benchmark | cudalloc ns/pair | jemalloc ns/pair | mimalloc ns/pair | cudalloc/jemalloc | target | "
+         "cudalloc/mimalloc | cudalloc backend calls, timed part |\n");
+  printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (int i = 0; i < nrows; i++) {
     row_t *r = &rows[i];
     char target[32] = "-";
     if (r->target > 0) snprintf(target, sizeof target, "<= %.2f", r->target);
-    printf("| %s | %.1f | %.1f | %.2f | %s | %" PRId64 " |\n", r->name, r->ca_ns, r->je_ns, r->ratio,
-           target, r->calls);
+    printf("| %s | %.1f | %.1f | %.1f | %.2f | %s | %.2f | %" PRId64 " |\n", r->name, r->ns[CA], r->ns[JE], r->ns[MI],
+           r->vs_je, target, r->vs_mi, r->calls);
   }
+  printf("\n");
+}
+
+static void targets(void) {
+  printf("| target | figure | goal |\n| --- | --- | --- |\n");
+  for (int i = 0; i < nrows; i++)
+    if (rows[i].target > 0)
+      printf("| %s, cudalloc/jemalloc | %.2f | <= %.2f |\n", rows[i].name, rows[i].vs_je, rows[i].target);
+  if (opt.single) {
+    printf("| %d streams / 1, tiny pair | %.2f | <= %.1f |\n", STREAMS, streams_ratio[1], TARGET_STREAMS);
+    printf("| %d streams / 1, GPU-like pair | %.2f | <= %.1f |\n", STREAMS, streams_ratio[0], TARGET_STREAMS);
+  }
+  if (opt.threads) {
+    printf("| two threads / one, GPU-like sequence | %.2f | >= %.1f |\n", two_thread_scaling[0], TARGET_TWO_THREADS);
+    printf("| two threads / one, tiny sequence | %.2f | >= %.1f |\n", two_thread_scaling[1], TARGET_TWO_THREADS);
+  }
+  printf("\n");
 }
 
 static void parse(int argc, char **argv) {
@@ -482,8 +598,12 @@ static void parse(int argc, char **argv) {
     else if (!strcmp(argv[i], "--pairs") && i + 1 < argc) opt.pairs = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) opt.rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--tracking")) opt.tracking_only = true;
-    else {
-      fprintf(stderr, "usage: bench_alloc [--backend sim|cuda] [--pairs N] [--rounds R] [--tracking]\n");
+    else if (!strcmp(argv[i], "--part") && i + 1 < argc) {
+      const char *p = argv[++i];
+      opt.single = !strcmp(p, "single") || !strcmp(p, "all");
+      opt.threads = !strcmp(p, "threads") || !strcmp(p, "all");
+    } else {
+      fprintf(stderr, "usage: bench_alloc [--backend sim|cuda] [--pairs N] [--rounds R] [--part single|threads|all] [--tracking]\n");
       exit(2);
     }
   }
@@ -492,24 +612,17 @@ static void parse(int argc, char **argv) {
   if (opt.pairs < 1000) opt.pairs = 1000;
 }
 
-int main(int argc, char **argv) {
-  setvbuf(stdout, NULL, _IOLBF, 0);   /* in order with cudalloc's messages on stderr */
-  parse(argc, argv);
-  uint32_t *gpu = bench_sizes(SEQ, 512, 8u << 20, 1), *tiny = bench_sizes(SEQ, 16, 1024, 2);
-  if (!gpu || !tiny) die("malloc", 0);
-  header();
-  if (opt.tracking_only) {
-    tracking_table(gpu, opt.pairs);
-    free(gpu);
-    free(tiny);
-    return 0;
-  }
-
+static void single_thread(void) {
+  uint32_t *gpu = bench_sizes(SEQ, 512, 8u << 20, 1), *tiny = bench_sizes(SEQ, 16, 1024, 2),
+           *mix = mix_sizes(SEQ, 3);
+  if (!gpu || !tiny || !mix) die("malloc", 0);
   start("");
   row_t *gpu_caller = scenario("(a) GPU-like 512 B..8 MiB", gpu, opt.pairs, false, TARGET_GPU_RATIO);
   row_t *tiny_caller = scenario("(b) tiny 16 B..1 KiB", tiny, 4 * opt.pairs, false, TARGET_TINY_RATIO);
+  scenario("(m) PyTorch-like mix, 4 B..128 MiB", mix, opt.pairs, false, TARGET_MIX_RATIO);
   scenario("(a, cudaFree) GPU-like, free_sync", gpu, opt.pairs, true, 0);
-  threads_table(opt.pairs / 2);
+  streams_figure("GPU-like", gpu, opt.pairs, 0);
+  streams_figure("tiny", tiny, 4 * opt.pairs, 1);
   cudalloc_shutdown();
 
   start(",track:off");
@@ -525,13 +638,34 @@ int main(int argc, char **argv) {
   printf("call-site tracking, cudalloc ns/pair against track:off (phases of one run; design target for the "
          "return address: <= +5%%):\n  return address (default): GPU-like %+.1f%%, tiny %+.1f%%; "
          "backtrace (16 frames): tiny %+.1f%%\n\n",
-         (gpu_caller->ca_ns / gpu_off->ca_ns - 1) * 100, (tiny_caller->ca_ns / tiny_off->ca_ns - 1) * 100,
-         (tiny_bt->ca_ns / tiny_off->ca_ns - 1) * 100);
-
+         (gpu_caller->ns[CA] / gpu_off->ns[CA] - 1) * 100, (tiny_caller->ns[CA] / tiny_off->ns[CA] - 1) * 100,
+         (tiny_bt->ns[CA] / tiny_off->ns[CA] - 1) * 100);
   tracking_table(gpu, opt.pairs / 2);
-  printf("load average at the end: %s\n", loadavg());
-  summary();
   free(gpu);
   free(tiny);
+  free(mix);
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);   /* in order with cudalloc's messages on stderr */
+  parse(argc, argv);
+  header();
+  if (opt.tracking_only) {
+    uint32_t *gpu = bench_sizes(SEQ, 512, 8u << 20, 1);
+    if (!gpu) die("malloc", 0);
+    tracking_table(gpu, opt.pairs);
+    free(gpu);
+    return 0;
+  }
+  if (opt.single) single_thread();
+  if (opt.threads) {
+    start("");
+    threads_table("GPU-like", 0, 512, 8u << 20, opt.pairs / 2);
+    threads_table("tiny", 1, 16, 1024, 2 * opt.pairs);
+    cudalloc_shutdown();
+  }
+  printf("load average at the end: %s\n", loadavg());
+  if (opt.single) summary();
+  targets();
   return 0;
 }

@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
-# What `make bench` runs: both benchmarks, one after the other, then their
-# tables together. Everything they print is kept in $BUILD/bench/bench.log.
+# What `make bench` runs: bench_alloc's single-thread part pinned to one CPU
+# (taskset -c 0, when taskset exists), its thread part unpinned, then the
+# workload; then every table together. Everything is kept in
+# $BUILD/bench/bench.log.
+#
+# BENCH_SHORT=1: a short run for CI (bench_alloc --pairs 20000 --rounds 3,
+# 20 workload steps), well under a minute, so that the benchmarks cannot
+# rot; its figures are noisy. BENCH_ALLOC_ARGS replaces bench_alloc's
+# --pairs/--rounds.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
@@ -8,16 +15,32 @@ LOG=$BUILD/bench/bench.log
 mkdir -p "$BUILD/bench" || exit 1
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD -- alloc shim kernels 2>/dev/null || commit="$commit (with uncommitted changes)"
+if [ "${BENCH_SHORT:-0}" = 1 ]; then
+  args=${BENCH_ALLOC_ARGS:---pairs 20000 --rounds 3}
+  export BENCH_STEPS=${BENCH_STEPS:-20} BENCH_WARMUP=${BENCH_WARMUP:-8}
+else
+  args=${BENCH_ALLOC_ARGS:-}
+fi
+pin=
+command -v taskset >/dev/null && pin="taskset -c 0"
+status=0
 {
-  echo "# make bench, $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit"
+  echo "# make bench$([ "${BENCH_SHORT:-0}" = 1 ] && echo " BENCH_SHORT=1"), $(date -u '+%Y-%m-%d %H:%M UTC'), commit $commit"
   echo
-  "$BUILD/bench/bench_alloc" ${BENCH_ALLOC_ARGS:-}
+  echo "\$ $pin $BUILD/bench/bench_alloc --part single $args"
+  $pin "$BUILD/bench/bench_alloc" --part single $args || status=1
   echo
-  "$BUILD/bench/bench_pinned" ${BENCH_PINNED_ARGS:-}
+  echo "\$ $BUILD/bench/bench_alloc --part threads $args"
+  "$BUILD/bench/bench_alloc" --part threads $args || status=1
   echo
-  BUILD=$BUILD bench/bench_workload.sh
+  "$BUILD/bench/bench_pinned" ${BENCH_PINNED_ARGS:-} || status=1
+  echo
+  BUILD=$BUILD bench/bench_workload.sh || status=1
+  exit $status
 } 2>&1 | tee "$LOG"
+status=${PIPESTATUS[0]}
 echo
 echo "== summary (the whole output: $LOG) =="
 # Each benchmark's tables are its lines that start with "|".
 grep '^|' "$LOG"
+exit "$status"

@@ -125,8 +125,10 @@ Test(core_tcache, another_thread_does_not_get_the_cached_block) {
   CHECK_CONSISTENT();
 }
 
-/* A device of 64 MiB; 56 MiB of small blocks freed on A into the cache;
- * then a 40 MiB cudaMalloc. Returns whether it succeeded. */
+/* A device of 64 MiB; 56 MiB of small blocks freed on A, most of them into
+ * the cache (a thread remembers a bounded number of the blocks it holds);
+ * then a 40 MiB cudaMalloc, which fits only with the cached bytes back.
+ * Returns whether it succeeded. */
 static bool big_request_after_caching(bool no_flush) {
   core_start("sim_events:auto,sim_capacity_mb:64,thread_cache_kb:65536");
   ca_debug.tcache_no_flush = no_flush;
@@ -135,7 +137,7 @@ static bool big_request_after_caching(bool no_flush) {
   static void *p[N];
   for (int i = 0; i < N; i++) p[i] = alloc_on(64 << 10, a);
   for (int i = 0; i < N; i++) free_on(p[i], a);
-  cr_assert_eq(cached_bytes(), 56 * MiB, "every block is in the cache");
+  cr_assert_gt(cached_bytes(), 32 * MiB, "most blocks are in the cache (%lld bytes)", (long long)cached_bytes());
   void *big = NULL;
   capture_t c;
   capture_begin(&c);
