@@ -260,14 +260,16 @@ static void fence_delete(ca_device_t *d, ca_fence_t *f) {
 
 static void seal(ca_device_t *d, ca_queue_t *q) {
   if (!q->open.blocks) return;
-  ca_fence_t *f = fence_new(d, q->stream ? 1 : 1 + d->nnonblocking);
+  /* Placing deferred streams may register some: the fence is sized after. */
+  bool wait = !q->stream && (ca_streams_place(d) || d->nonblocking_overflow);
+  ca_fence_t *f = fence_new(d, q->stream ? 1 : wait ? 0 : 1 + d->nnonblocking);
   if (!f) return;
   CUresult rc;
   if (q->stream) {
     /* Another thread may seal a per-thread stream's queue: an event on the
      * legacy stream, which waits for every per-thread stream, covers it. */
     rc = record(d, f, q->stream == CA_STREAM_PER_THREAD ? CA_STREAM_LEGACY : q->stream);
-  } else if (ca_streams_place(d) || d->nonblocking_overflow) {
+  } else if (wait) {
     /* A stream whose device is unknown, or more non-blocking streams than
      * a fence holds: wait as cudaFree does. */
     rc = CA_CALL(d, backend_sync, ca_state.be->device_sync(d->ordinal));

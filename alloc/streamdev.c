@@ -9,6 +9,8 @@
  * library calls cudalloc_stream_unregister (docs/usage.md). */
 #include "streamdev.h"
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CA_STREAMDEV_LOG2 8   /* created streams remembered per thread: 256, direct-mapped */
@@ -24,7 +26,19 @@ typedef struct {
   int dev[CA_STREAMDEV_WAYS];
 } streamdev_tls_t;
 
-static __thread streamdev_tls_t tls;
+/* On the heap: the preload library's TLS is static (the shim's
+ * initial-exec variables), and a program that dlopens it has little room. */
+static __thread streamdev_tls_t *tls;
+static pthread_key_t key;   /* frees an exiting thread's answers */
+static bool key_ok;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+/* Other destructors (the front cache's) may still ask afterwards: they get
+ * fresh answers, freed in the next round of destructors. */
+static void drop(void *t) {
+  tls = NULL;
+  free(t);
+}
+static void make_key(void) { key_ok = pthread_key_create(&key, drop) == 0; }
 
 static bool is_default(ca_stream_t s) { return s == NULL || s == CA_STREAM_LEGACY || s == CA_STREAM_PER_THREAD; }
 
@@ -32,20 +46,29 @@ static unsigned way_of(ca_stream_t s) {
   return (unsigned)((uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ull >> (64 - CA_STREAMDEV_LOG2));
 }
 
-/* The thread's answers, emptied when the generation moved on. */
+/* The thread's answers, emptied when the generation moved on; NULL when
+ * there is no memory for them (the backend is asked every time). */
 static streamdev_tls_t *answers(void) {
-  uint64_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
-  if (tls.gen != gen && !CA_DEBUG(stale_stream_devices)) {
-    memset(&tls, 0, sizeof tls);
-    tls.gen = gen;
+  streamdev_tls_t *t = tls;
+  if (!t) {
+    pthread_once(&key_once, make_key);
+    if (!key_ok || !(t = calloc(1, sizeof *t))) return NULL;
+    pthread_setspecific(key, t);
+    tls = t;
   }
-  return &tls;
+  uint64_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+  if (t->gen != gen && !CA_DEBUG(stale_stream_devices)) {
+    memset(t, 0, sizeof *t);
+    t->gen = gen;
+  }
+  return t;
 }
 
 static void *context_key(void) { return ca_state.be->context_key ? ca_state.be->context_key() : NULL; }
 
 CUresult ca_stream_device(ca_stream_t stream, int *dev) {
   streamdev_tls_t *t = answers();
+  if (!t) return ca_state.be->stream_device(stream, dev);
   bool dflt = is_default(stream);
   unsigned w = way_of(stream);
   void *ctx = dflt ? context_key() : NULL;
