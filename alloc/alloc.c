@@ -45,20 +45,28 @@ static void collect_garbage(ca_device_t *d) {
   if (thr > 0 && (size_t)d->stats.reserved_bytes.current > target) ca_trim(d, target);
 }
 
+/* Blocks given back by front caches wait in their streams' queues: the
+ * freeing stream may take them at once, the others once sealed and done. */
+static ca_block_t *reuse_flushed(ca_device_t *d, size_t rounded, ca_stream_t stream) {
+  ca_block_t *b = take(d, rounded, stream);
+  if (b) return b;
+  ca_fences_seal(d);
+  ca_fences_poll(d);
+  return take(d, rounded, stream);
+}
+
 static ca_block_t *slow_path(ca_device_t *d, size_t rounded, ca_stream_t stream, CUresult *rc) {
   ca_block_t *b;
   ca_stat_add(&d->stats.num_retries, 1);
   ca_fences_seal(d);
   if (ca_fences_poll(d) && (b = take(d, rounded, stream))) return b;
-  /* What the threads' front caches hold, before memory is taken from
-   * elsewhere: their blocks join their streams' queues, to be sealed. */
-  if (ca_tcache_flush(d, NULL, false)) {
-    ca_fences_seal(d);
-    ca_fences_poll(d);
-    if ((b = take(d, rounded, stream))) return b;
-  }
+  /* What this thread's front cache holds, before memory is taken from
+   * elsewhere: its blocks join their streams' queues, to be sealed. */
+  if (ca_tcache_flush_mine(d) && (b = reuse_flushed(d, rounded, stream))) return b;
   collect_garbage(d);
   if ((b = grow_and_take(d, rounded, stream, rc))) return b;
+  /* Short of memory: every thread's cache, before waiting for the device. */
+  if (ca_tcache_flush(d, NULL, false) && (b = reuse_flushed(d, rounded, stream))) return b;
   /* Until nothing is pending: the oldest fences are often empty, and what
    * one releases may not be contiguous with what the request needs. */
   size_t released;

@@ -332,6 +332,15 @@ size_t ca_tcache_flush(ca_device_t *d, ca_stream_t stream, bool forget) {
   return bytes;
 }
 
+size_t ca_tcache_flush_mine(ca_device_t *d) {
+  ca_tcache_t *c = mine;
+  if (!c || CA_DEBUG(tcache_no_flush)) return 0;
+  hold(c);
+  size_t bytes = flush_cache(d, c, NULL, false);
+  unhold(c);
+  return bytes;
+}
+
 void ca_tcache_fold(const ca_device_t *d, cudalloc_stats_t *s) {
   pthread_mutex_lock(&registry.lock);
   for (ca_tcache_t *c = registry.caches; c; c = c->next) {

@@ -11,7 +11,8 @@
  * statistics read by the program are corrected ("folded") by what the
  * caches hold.
  *
- * Every cache is in a registry, so that the slow path (before it grows or
+ * Every cache is in a registry, so that the slow path (the calling
+ * thread's own cache before it grows, every cache before it waits or
  * fails), stream destruction, empty_cache and cudaMemGetInfo, a device
  * reset and shutdown give the cached blocks back to the core (each into its
  * freeing stream's queue, as the free would have put it). Lock order:
@@ -60,6 +61,9 @@ bool ca_tcache_disown(ca_block_t *b);
  * only those freed on stream (non-NULL). forget: d is about to be torn
  * down, so the threads forget its blocks too. Returns the bytes given. */
 size_t ca_tcache_flush(ca_device_t *d, ca_stream_t stream, bool forget);
+/* The same for the calling thread's cache alone: what a slow path tries
+ * before it disturbs other threads. */
+size_t ca_tcache_flush_mine(ca_device_t *d);
 /* Corrects a snapshot of d's statistics by what the caches hold (d locked). */
 void ca_tcache_fold(const ca_device_t *d, cudalloc_stats_t *s);
 /* Holds every cache still (hits go to the core) while a reader looks at

@@ -44,12 +44,18 @@ $(BENCH_TRACE): bench/bench_trace.c bench/bench.h $(LIB_A) $(HEADER)
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) $(SANFLAGS) -Ibench $< -o $@ $(LIB_A) $(CUDART) $(LIBS)
 
+# Instruction counts of the pair under callgrind (docs/benchmarks.md); not run by make bench.
+BENCH_PAIR_IR := $(BUILD)/bench/pair_instructions
+$(BENCH_PAIR_IR): bench/pair_instructions.c bench/bench.h $(LIB_A) $(HEADER)
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) -Ibench -Ialloc/backend -Ialloc/backend/sim $< -o $@ $(LIB_A) $(CUDART) $(LIBS)
+
 $(BENCH_SPY): bench/step_spy.c $(HEADER)
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) -fvisibility=hidden -shared $< -o $@ -ldl
 
 BENCH_SHORT ?= 0
-bench: lib $(BENCH_ALLOC) $(BENCH_PINNED) $(BENCH_SPY) $(WORKLOAD) $(WORKLOAD_HOST)
+bench: lib $(BENCH_ALLOC) $(BENCH_PINNED) $(BENCH_SPY) $(BENCH_PAIR_IR) $(WORKLOAD) $(WORKLOAD_HOST)
 	BUILD=$(BUILD) BENCH_SHORT=$(BENCH_SHORT) bench/run.sh
 
 .PHONY: bench-pack

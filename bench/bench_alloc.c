@@ -4,7 +4,7 @@
  * each target next to the figure it applies to; it passes or fails nothing.
  *
  *   build/bench/bench_alloc [--backend sim|cuda] [--pairs N] [--rounds R]
- *                           [--part single|threads|all] [--tracking]
+ *                           [--part single|threads|all] [--conf ,key:value...] [--tracking]
  *
  * Each scenario keeps a window of 16 live blocks: every pair frees the
  * oldest and allocates the next size of a seeded sequence (it repeats every
@@ -43,9 +43,10 @@ typedef struct opts_s {
   size_t pairs;       /* per round, GPU-like sequence; tiny sizes run 4x as many */
   int rounds;
   bool single, threads; /* which parts run */
+  const char *conf;   /* appended to every CUDALLOC configuration (",key:value...") */
 } opts_t;
 
-static opts_t opt = {false, false, 100000, 9, true, true};
+static opts_t opt = {false, false, 100000, 9, true, true, ""};
 
 /* Design targets (docs/design.md, issue 12), printed next to the figures. */
 #define TARGET_GPU_RATIO 0.20
@@ -120,7 +121,7 @@ static void lane_drain(lane_t *l) {
 
 static void start(const char *extra) {
   char conf[256];
-  snprintf(conf, sizeof conf, "%s%s", opt.cuda ? "backend:cuda" : "backend:sim,sim_capacity_mb:8192", extra);
+  snprintf(conf, sizeof conf, "%s%s%s", opt.cuda ? "backend:cuda" : "backend:sim,sim_capacity_mb:8192", extra, opt.conf);
   check(cudalloc_init(conf), "cudalloc_init");
 }
 
@@ -598,12 +599,14 @@ static void parse(int argc, char **argv) {
     else if (!strcmp(argv[i], "--pairs") && i + 1 < argc) opt.pairs = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) opt.rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--tracking")) opt.tracking_only = true;
+    else if (!strcmp(argv[i], "--conf") && i + 1 < argc) opt.conf = argv[++i];
     else if (!strcmp(argv[i], "--part") && i + 1 < argc) {
       const char *p = argv[++i];
       opt.single = !strcmp(p, "single") || !strcmp(p, "all");
       opt.threads = !strcmp(p, "threads") || !strcmp(p, "all");
     } else {
-      fprintf(stderr, "usage: bench_alloc [--backend sim|cuda] [--pairs N] [--rounds R] [--part single|threads|all] [--tracking]\n");
+      fprintf(stderr, "usage: bench_alloc [--backend sim|cuda] [--pairs N] [--rounds R] [--part single|threads|all]"
+                      " [--conf ,key:value...] [--tracking]\n");
       exit(2);
     }
   }

@@ -242,3 +242,54 @@ Test(core_tcache, shutdown_reports_no_cached_block_as_a_leak) {
   cr_assert_null(strstr(out, "Leaked"), "%s", out);
   cr_assert_null(strstr(out, "live block"), "%s", out);
 }
+
+/* Another thread's cache, while that thread lives: the slow path first
+ * tries its own thread's cache, then, short of memory, every cache. */
+typedef struct holder_s {
+  ca_stream_t stream;
+  pthread_barrier_t cached, done;
+} holder_t;
+
+static void *cache_then_wait(void *arg) {
+  holder_t *h = arg;
+  ca_state.be->set_device(0);
+  enum { N = 56 * 16 };
+  static void *p[N];
+  for (int i = 0; i < N; i++)
+    if (cudalloc_malloc(&p[i], 64 << 10, (cudaStream_t)h->stream) != cudaSuccess) p[i] = NULL;
+  for (int i = 0; i < N; i++) cudalloc_free(p[i], (cudaStream_t)h->stream);
+  pthread_barrier_wait(&h->cached);
+  pthread_barrier_wait(&h->done);   /* alive, its cache intact, until the main thread is done */
+  return NULL;
+}
+
+static bool big_request_beside_another_threads_cache(bool no_flush) {
+  core_start("sim_events:auto,sim_capacity_mb:64,thread_cache_kb:65536");
+  ca_debug.tcache_no_flush = no_flush;
+  holder_t h = {.stream = new_stream()};
+  pthread_barrier_init(&h.cached, NULL, 2);
+  pthread_barrier_init(&h.done, NULL, 2);
+  pthread_t t;
+  pthread_create(&t, NULL, cache_then_wait, &h);
+  pthread_barrier_wait(&h.cached);
+  cr_assert_gt(cached_bytes(), 32 * MiB, "the other thread's cache holds most of it");
+  void *big = NULL;
+  capture_t c;
+  capture_begin(&c);
+  CUresult rc = ca_malloc(&big, 40 * MiB, NULL, CA_ALLOC_SYNC, NULL);
+  char buf[4096];
+  capture_end(&c, buf, sizeof buf);
+  if (!rc) cr_assert_eq(ca_free_sync(big), CUDA_SUCCESS);
+  pthread_barrier_wait(&h.done);
+  pthread_join(t, NULL);
+  CHECK_CONSISTENT();
+  return rc == CUDA_SUCCESS;
+}
+
+Test(core_tcache, out_of_memory_flushes_another_living_threads_cache) {
+  cr_assert(big_request_beside_another_threads_cache(false));
+}
+
+Test(core_tcache, without_the_flush_another_threads_cache_is_lost) {
+  cr_assert_not(big_request_beside_another_threads_cache(true));
+}
