@@ -12,8 +12,10 @@
 #   $(BUILD)/bench/bench_trace    the event log's cost per event, recording on vs off
 #                                 (docs/trace.md; about 5 s, not part of make bench)
 #   make bench-pack               copies jemalloc's header and static library into
-#                                 build/gpu-pack/jemalloc, for a GPU machine without
-#                                 jemalloc (after `bash bench/gpu-check.sh --pack`)
+#                                 build/gpu-pack/jemalloc, and mimalloc's header and
+#                                 shared library beside Criterion's (build/gpu-pack/include,
+#                                 lib), for a GPU machine without them (after
+#                                 `bash bench/gpu-check.sh --pack`)
 #
 # docs/benchmarks.md says what each figure measures.
 
@@ -63,3 +65,7 @@ bench-pack:
 	@lib=$$($(CC) -print-file-name=libjemalloc.a); test -f "$$lib" || { echo "no libjemalloc.a here"; exit 1; }; \
 	  mkdir -p $(JEMALLOC_PACK)/include && cp -r /usr/include/jemalloc $(JEMALLOC_PACK)/include/ && \
 	  cp "$$lib" $(JEMALLOC_PACK)/ && echo "jemalloc packed into $(JEMALLOC_PACK)"
+	@so=$$($(CC) -print-file-name=libmimalloc.so); test -f "$$so" || { echo "no libmimalloc.so here"; exit 1; }; \
+	  mkdir -p build/gpu-pack/include build/gpu-pack/lib && cp /usr/include/mimalloc.h build/gpu-pack/include/ && \
+	  cp -L "$$so" build/gpu-pack/lib/libmimalloc.so && cp -L "$$so" build/gpu-pack/lib/libmimalloc.so.2 && \
+	  echo "mimalloc packed into build/gpu-pack/include and lib (found as Criterion's are)"
