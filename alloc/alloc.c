@@ -129,7 +129,10 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_a
   bool ordered = kind == CA_ALLOC_ASYNC;   /* else cudaMalloc, cuMemAlloc, pitch, 3D: usable by any stream */
   void *site = ca_track_site(caller);   /* a backtrace is taken outside the lock */
   ca_block_t *b = ordered ? ca_tcache_take(d, stream, size, ca_round_size(size), site) : NULL;
-  if (b) {   /* the thread's front cache: no lock */
+  if (b) {   /* the thread's front cache, held over the hooks: no device lock */
+    ca_leaks_stamp(b);
+    ca_tcache_on_handout(d, b, true);
+    ca_tcache_take_done();
     if (ca_state.be->check_handout) ca_state.be->check_handout(b->addr, size, stream, true, caller);
     *ptr = (void *)b->addr;
     return CUDA_SUCCESS;
@@ -256,6 +259,7 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
 }
 
 CUresult ca_free(void *ptr, ca_stream_t stream) {
+  ca_demand_poll();
   if (!exited() && ca_tcache_give(ptr, stream)) return CUDA_SUCCESS;   /* the thread's front cache: no lock */
   return free_block(ptr, stream, false);
 }

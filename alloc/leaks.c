@@ -16,6 +16,7 @@
 #include "pinned.h"
 #include "step.h"
 #include "symbolize.h"
+#include "tcache.h"
 #include "track.h"
 
 // ----------------------------------------------------------------------------
@@ -66,7 +67,7 @@ typedef struct groups_s {
 static void collect_map(groups_t *gs, const ca_ptrmap_t *live, int device) {
   for (size_t i = 0; i < live->cap; i++) {
     ca_block_t *b = live->vals[i];
-    if (!b) continue;
+    if (!b || ca_tcache_holds(b)) continue;   /* freed into a thread's front cache */
     if (gs->n == gs->cap) {
       size_t cap = gs->cap ? 2 * gs->cap : 64;
       group_t *g = realloc(gs->g, cap * sizeof *g);
@@ -82,7 +83,12 @@ static void collect_map(groups_t *gs, const ca_ptrmap_t *live, int device) {
   }
 }
 
-static void collect(ca_device_t *d, void *arg) { collect_map(arg, &d->live, d->ordinal); }
+/* The caches held still: a hit writes a block's site, size and stamps. */
+static void collect(ca_device_t *d, void *arg) {
+  ca_tcache_quiesce();
+  collect_map(arg, &d->live, d->ordinal);
+  ca_tcache_resume();
+}
 
 static int by_site(const void *a, const void *b) {
   const group_t *x = a, *y = b;
@@ -130,7 +136,9 @@ static void live_groups(groups_t *gs) {
   qsort(gs->g, gs->n, sizeof *gs->g, by_bytes);
 }
 
-static void count_live(ca_device_t *d, void *arg) { *(size_t *)arg += d->live.count; }
+static void count_live(ca_device_t *d, void *arg) {
+  *(size_t *)arg += d->live.count - (size_t)ca_tcache_blocks(d);   /* cached blocks are freed */
+}
 
 size_t ca_leaks_live(void) {
   size_t n = 0;

@@ -28,6 +28,7 @@
 #include "sitelive.h"
 #include "streamdev.h"
 #include "streams.h"
+#include "trace.h"
 
 #define CA_TCACHE_CLASSES (CA_TCACHE_MAX_SIZE / CA_MIN_BLOCK)
 #define CA_TCACHE_SETS_LOG2 8
@@ -155,8 +156,10 @@ static tc_list_t *list_of(ca_tcache_t *c, ca_stream_t s, int dev, unsigned cls, 
   return free_way;
 }
 
+/* Not during a capture (frees are held back), nor while the event log
+ * records (its hooks run under the device lock, in the core's order). */
 static bool usable(void) {
-  return ca_config.thread_cache_kb && __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) == 0;
+  return ca_config.thread_cache_kb && __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) == 0 && !ca_trace_on();
 }
 
 static unsigned class_of(size_t size) { return (unsigned)(size / CA_MIN_BLOCK) - 1; }
@@ -192,11 +195,13 @@ ca_block_t *ca_tcache_take(ca_device_t *d, ca_stream_t stream, size_t size, size
     b->site = site;
     __atomic_store_n(&b->tc, (uintptr_t)c, __ATOMIC_RELEASE);
     CA_DEBUG_TALLY(tcache_hits);
-    ca_tcache_on_handout(d, b, true);
+    return b;   /* c stays held for the caller's hooks */
   }
   unhold(c);
-  return b;
+  return NULL;
 }
+
+void ca_tcache_take_done(void) { unhold(mine); }
 
 bool ca_tcache_claim(ca_device_t *d, ca_block_t *b, ca_stream_t stream) {
   (void)d, (void)stream;
@@ -362,6 +367,14 @@ void ca_tcache_fold(const ca_device_t *d, cudalloc_stats_t *s) {
 void ca_tcache_quiesce(void) {
   pthread_mutex_lock(&registry.lock);
   for (ca_tcache_t *c = registry.caches; c; c = c->next) hold(c);
+}
+
+int64_t ca_tcache_blocks(const ca_device_t *d) {
+  int64_t n = 0;
+  pthread_mutex_lock(&registry.lock);
+  for (ca_tcache_t *c = registry.caches; c; c = c->next) n += LOAD(&c->counts[d->ordinal].blocks);
+  pthread_mutex_unlock(&registry.lock);
+  return n;
 }
 
 int64_t ca_tcache_drift(const ca_device_t *d) {

@@ -29,11 +29,12 @@
 static inline bool ca_tcache_holds(const ca_block_t *b) { return __atomic_load_n(&b->tc, __ATOMIC_ACQUIRE) & 1; }
 
 /* The one place where per-call hooks go (leak tracking, peak, event log):
- * called on every hand-out and every free the program makes of a
- * stream-ordered small block, whether the front cache served it (hit true:
- * the device lock is NOT held; the calling thread's cache is, and b is
- * the thread's) or the core did (hit false: called with d locked). The core's
- * own paths call nothing else for these blocks. */
+ * called on every hand-out and every free the program makes, whether the
+ * front cache served it (hit true: the device lock is NOT held; the
+ * calling thread's cache is, and b is the thread's) or the core did (hit
+ * false: called with d locked). A hook that needs the device lock keeps
+ * the cache off while it is active, as the event log does (tcache.c's
+ * usable()). */
 static inline void ca_tcache_on_handout(ca_device_t *d, ca_block_t *b, bool hit) {
   (void)d, (void)b, (void)hit;
 }
@@ -42,8 +43,12 @@ static inline void ca_tcache_on_free(ca_device_t *d, ca_block_t *b, bool hit) {
 }
 
 /* A hit: a block of the size class of rounded, freed on stream by this
- * thread, handed out again (requested and site set). NULL: ask the core. */
+ * thread, handed out again (requested and site set), with the thread's
+ * cache still held, so that the caller's hand-out hooks write the block
+ * as a reader holding the caches still expects; ca_tcache_take_done()
+ * then lets it go. NULL: ask the core (nothing held). */
 ca_block_t *ca_tcache_take(ca_device_t *d, ca_stream_t stream, size_t size, size_t rounded, void *site);
+void ca_tcache_take_done(void);
 /* The core handed b out for a stream-ordered request on stream (d locked):
  * true when the thread will remember it, so that its free can be a hit;
  * then ca_tcache_remember(b) once d is unlocked. */
@@ -70,6 +75,8 @@ void ca_tcache_fold(const ca_device_t *d, cudalloc_stats_t *s);
  * the requested sizes and sites of live blocks, which a hit writes. */
 void ca_tcache_quiesce(void);
 void ca_tcache_resume(void);
+/* The blocks the caches hold on d (LIVE in its map, freed to the program). */
+int64_t ca_tcache_blocks(const ca_device_t *d);
 /* Between quiesce and resume: what hits changed the requested sizes of
  * d's live blocks by, which the core's requested_bytes does not count yet. */
 int64_t ca_tcache_drift(const ca_device_t *d);

@@ -639,7 +639,7 @@ static void single_thread(void) {
   cudalloc_shutdown();
 
   printf("call-site tracking, cudalloc ns/pair against track:off (phases of one run; design target for the "
-         "return address: <= +5%%):\n  return address (default): GPU-like %+.1f%%, tiny %+.1f%%; "
+         "default tracking: <= +5%%):\n  default (track:stack): GPU-like %+.1f%%, tiny %+.1f%%; "
          "backtrace (16 frames): tiny %+.1f%%\n\n",
          (gpu_caller->ns[CA] / gpu_off->ns[CA] - 1) * 100, (tiny_caller->ns[CA] / tiny_off->ns[CA] - 1) * 100,
          (tiny_bt->ns[CA] / tiny_off->ns[CA] - 1) * 100);
