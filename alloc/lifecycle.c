@@ -195,7 +195,6 @@ void ca_exit(void) {
    * and exit() would flush it only after this handler has run. */
   fflush(NULL);
   ca_each_device(flush_caches, NULL);   /* cached blocks are no leaks */
-  if (!ca_config.quiet) ca_report_summary(stderr);
   if (!ca_config.quiet && (ca_config.summary == CA_SUMMARY_ALL || ca_rank_is_first())) {
     ca_log_block_t b;   /* one write: the summaries of a job's ranks do not interleave */
     ca_report_summary(ca_log_block_begin(&b));
