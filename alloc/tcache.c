@@ -34,6 +34,7 @@
 #define CA_TCACHE_SETS_LOG2 8
 #define CA_TCACHE_SETS (1 << CA_TCACHE_SETS_LOG2)
 #define CA_TCACHE_WAYS 4
+#define CA_TCACHE_SITE_LOOK 4   /* cached blocks of a list a hit looks at for its call site */
 #define CA_TCACHE_HELD_LOG2 10   /* sets of the blocks held, of CA_TCACHE_HELD_WAYS */
 #define CA_TCACHE_HELD (1 << CA_TCACHE_HELD_LOG2)
 #define CA_TCACHE_HELD_WAYS 4
@@ -177,10 +178,18 @@ ca_block_t *ca_tcache_take(ca_device_t *d, ca_stream_t stream, size_t size, size
       tc_list_t *x = &c->lists[0][0] + s;
       if (x->head && x->dev == d->ordinal && x->cls == class_of(rounded)) l = x;
     }
-  ca_block_t *b = l ? l->head : NULL;
+  /* Only a block last handed out at the same call site: the per-site live
+   * totals (sitelive.c, under the device lock) counted it there, and it
+   * stays there. A few are looked at; the rest is a miss. */
+  ca_block_t **at = l ? &l->head : NULL, *b = NULL;
+  for (int k = 0; at && *at && k < CA_TCACHE_SITE_LOOK; at = &(*at)->tc_next, k++)
+    if ((*at)->site == site) {
+      b = *at;
+      break;
+    }
   if (b) {
     hold_block(c, b);
-    l->head = b->tc_next;
+    *at = b->tc_next;
     b->tc_next = NULL;
     c->bytes -= b->size;
     tc_counts_t *n = &c->counts[d->ordinal];
@@ -192,7 +201,6 @@ ca_block_t *ca_tcache_take(ca_device_t *d, ca_stream_t stream, size_t size, size
     bump(&n->hit_requested, (int64_t)size);
     bump(&n->drift, (int64_t)size - (int64_t)b->requested);
     b->requested = size;
-    b->site = site;
     __atomic_store_n(&b->tc, (uintptr_t)c, __ATOMIC_RELEASE);
     CA_DEBUG_TALLY(tcache_hits);
     return b;   /* c stays held for the caller's hooks */

@@ -43,7 +43,8 @@ static inline void ca_tcache_on_free(ca_device_t *d, ca_block_t *b, bool hit) {
 }
 
 /* A hit: a block of the size class of rounded, freed on stream by this
- * thread, handed out again (requested and site set), with the thread's
+ * thread, last handed out at the same call site, handed out again
+ * (requested set), with the thread's
  * cache still held, so that the caller's hand-out hooks write the block
  * as a reader holding the caches still expects; ca_tcache_take_done()
  * then lets it go. NULL: ask the core (nothing held). */

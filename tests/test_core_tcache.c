@@ -38,7 +38,7 @@ static int64_t cached_bytes(void) { return dev0()->stats.allocated_bytes.current
 /* The core serves no allocation of a warm pair: its own count (what it
  * served) stands still while the program's count grows. */
 Test(core_tcache, warm_pairs_do_not_enter_the_core) {
-  core_start("sim_events:auto");
+  core_start("track:caller,sim_events:auto");
   ca_stream_t s = new_stream();
   free_on(alloc_on(SMALL, s), s);
   int64_t core = dev0()->stats.num_allocs.total, program = stats0().num_allocs.total;
@@ -58,7 +58,7 @@ Test(core_tcache, warm_pairs_do_not_enter_the_core) {
 /* With the cache off the same pairs enter the core: the count above is the
  * one that sees them. */
 Test(core_tcache, without_the_cache_the_core_serves_every_pair) {
-  core_start("sim_events:auto,thread_cache_kb:0");
+  core_start("track:caller,sim_events:auto,thread_cache_kb:0");
   ca_stream_t s = new_stream();
   free_on(alloc_on(SMALL, s), s);
   int64_t core = dev0()->stats.num_allocs.total;
@@ -69,7 +69,7 @@ Test(core_tcache, without_the_cache_the_core_serves_every_pair) {
 /* A kernel on A writes p; p is freed on A into the cache; B asks for the
  * same size. Returns whether B got p (the oracle judges the hand-out). */
 static bool another_stream_gets_the_cached_block(bool break_guard) {
-  core_start("sim_events:manual");
+  core_start("track:caller,sim_events:manual");
   ca_debug.tcache_any_stream = break_guard;
   ca_stream_t a = new_stream(), b = new_stream();
   void *p = alloc_on(SMALL, a);
@@ -93,7 +93,7 @@ Test(core_tcache, a_hit_on_another_stream_is_caught_by_the_oracle, .init = cr_re
 }
 
 Test(core_tcache, the_freeing_stream_reuses_at_once) {
-  core_start("sim_events:manual");
+  core_start("track:caller,sim_events:manual");
   ca_stream_t a = new_stream();
   void *p = alloc_on(SMALL, a);
   TOUCH(a, p, SMALL, true);
@@ -111,7 +111,7 @@ static void *alloc_elsewhere(void *arg) {
 }
 
 Test(core_tcache, another_thread_does_not_get_the_cached_block) {
-  core_start("sim_events:manual");
+  core_start("track:caller,sim_events:manual");
   ca_stream_t a = new_stream();
   void *p = alloc_on(SMALL, a);
   free_on(p, a);
@@ -130,7 +130,7 @@ Test(core_tcache, another_thread_does_not_get_the_cached_block) {
  * then a 40 MiB cudaMalloc, which fits only with the cached bytes back.
  * Returns whether it succeeded. */
 static bool big_request_after_caching(bool no_flush) {
-  core_start("sim_events:auto,sim_capacity_mb:64,thread_cache_kb:65536");
+  core_start("track:caller,sim_events:auto,sim_capacity_mb:64,thread_cache_kb:65536");
   ca_debug.tcache_no_flush = no_flush;
   ca_stream_t a = new_stream();
   enum { N = 56 * 16 };   /* 64 KiB each */
@@ -159,7 +159,7 @@ Test(core_tcache, without_the_flush_the_cached_bytes_are_lost) {
 }
 
 Test(core_tcache, the_cap_bounds_what_a_thread_holds) {
-  core_start("sim_events:auto,thread_cache_kb:64");
+  core_start("track:caller,sim_events:auto,thread_cache_kb:64");
   ca_stream_t a = new_stream();
   void *p[32];
   for (int i = 0; i < 32; i++) p[i] = alloc_on(SMALL, a);
@@ -170,7 +170,7 @@ Test(core_tcache, the_cap_bounds_what_a_thread_holds) {
 }
 
 Test(core_tcache, destroying_the_stream_gives_its_blocks_back) {
-  core_start("sim_events:auto");
+  core_start("track:caller,sim_events:auto");
   ca_stream_t a = new_stream();
   free_on(alloc_on(SMALL, a), a);
   cr_assert_eq(dev0()->live.count, 1, "the cached block is live to the core");
@@ -188,7 +188,7 @@ static void *cache_and_exit(void *arg) {
 }
 
 Test(core_tcache, an_exiting_thread_gives_its_cache_back) {
-  core_start("sim_events:auto");
+  core_start("track:caller,sim_events:auto");
   ca_stream_t a = new_stream();
   pthread_t t;
   void *p = NULL;
@@ -200,7 +200,7 @@ Test(core_tcache, an_exiting_thread_gives_its_cache_back) {
 }
 
 Test(core_tcache, a_double_free_of_a_cached_block_is_refused, .init = cr_redirect_stderr) {
-  core_start("sim_events:auto");
+  core_start("track:caller,sim_events:auto");
   ca_stream_t a = new_stream();
   void *p = alloc_on(SMALL, a);
   free_on(p, a);
@@ -215,7 +215,7 @@ Test(core_tcache, a_double_free_of_a_cached_block_is_refused, .init = cr_redirec
 /* A hit hands the block out for its new size: what the program asked for
  * is what the range and the statistics say. */
 Test(core_tcache, a_hit_takes_the_new_requested_size) {
-  core_start("sim_events:auto");
+  core_start("track:caller,sim_events:auto");
   ca_stream_t a = new_stream();
   void *p = alloc_on(1000, a);
   free_on(p, a);
@@ -231,7 +231,7 @@ Test(core_tcache, a_hit_takes_the_new_requested_size) {
 }
 
 Test(core_tcache, shutdown_reports_no_cached_block_as_a_leak) {
-  core_start("sim_events:auto");
+  core_start("track:caller,sim_events:auto");
   ca_stream_t a = new_stream();
   free_on(alloc_on(SMALL, a), a);
   capture_t c;
@@ -264,7 +264,7 @@ static void *cache_then_wait(void *arg) {
 }
 
 static bool big_request_beside_another_threads_cache(bool no_flush) {
-  core_start("sim_events:auto,sim_capacity_mb:64,thread_cache_kb:65536");
+  core_start("track:caller,sim_events:auto,sim_capacity_mb:64,thread_cache_kb:65536");
   ca_debug.tcache_no_flush = no_flush;
   holder_t h = {.stream = new_stream()};
   pthread_barrier_init(&h.cached, NULL, 2);
@@ -292,4 +292,30 @@ Test(core_tcache, out_of_memory_flushes_another_living_threads_cache) {
 
 Test(core_tcache, without_the_flush_another_threads_cache_is_lost) {
   cr_assert_not(big_request_beside_another_threads_cache(true));
+}
+
+/* With the default tracking (a stack per call site), a hit takes only a
+ * block last handed out at the same call site: a loop reuses its blocks,
+ * another call site does not get them, and the per-site live totals (which
+ * the checker compares with the statistics) stay right either way. */
+static void *pair_in_a_loop(ca_stream_t s) {
+  void *p = NULL;
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(cudalloc_malloc(&p, SMALL, (cudaStream_t)s), cudaSuccess);
+    cr_assert_eq(cudalloc_free(p, (cudaStream_t)s), cudaSuccess);
+  }
+  return p;
+}
+
+Test(core_tcache, with_stacks_a_hit_keeps_its_call_site) {
+  core_start("sim_events:auto");
+  ca_stream_t a = new_stream();
+  uint64_t hits = ca_debug.tcache_hits;
+  void *p = pair_in_a_loop(a);
+  cr_assert_eq(ca_debug.tcache_hits - hits, 2, "the loop's second and third pairs hit");
+  void *q = alloc_on(SMALL, a);
+  cr_assert_neq(q, p, "another call site does not get the loop's cached block");
+  CHECK_CONSISTENT();
+  free_on(q, a);
+  CHECK_CONSISTENT();
 }
