@@ -130,8 +130,33 @@ static void end_step(int source) {
 
 void cudalloc_step(void) { end_step(CA_MARK_API); }
 
-void ca_device_synchronized(void) {
-  if (ca_config.step_on == CA_STEP_ON_SYNC && ca_ready()) end_step(CA_MARK_SYNC);
+/* Device dev, ready and locked; NULL when cudalloc holds nothing on it. */
+static ca_device_t *lock_ready(int dev) {
+  if (dev < 0 || dev >= ca_state.ndevices) return NULL;
+  ca_device_t *d = __atomic_load_n(&ca_state.devices[dev], __ATOMIC_ACQUIRE);
+  if (!d) return NULL;
+  pthread_mutex_lock(&d->lock);
+  if (d->ready) return d;
+  pthread_mutex_unlock(&d->lock);
+  return NULL;
+}
+
+ca_sync_token_t ca_device_sync_begin(void) {
+  ca_sync_token_t t = {.dev = -1};
+  ca_device_t *d = ca_ready() && ca_state.be->get_device(&t.dev) == CUDA_SUCCESS ? lock_ready(t.dev) : NULL;
+  if (!d) return (ca_sync_token_t){.dev = -1};
+  t.seq = ca_fences_sync_begin(d);
+  pthread_mutex_unlock(&d->lock);
+  return t;
+}
+
+void ca_device_sync_end(ca_sync_token_t t, bool ok) {
+  ca_device_t *d = t.seq ? lock_ready(t.dev) : NULL;
+  if (d) {
+    ca_fences_sync_end(d, t.seq, ok);
+    pthread_mutex_unlock(&d->lock);
+  }
+  if (ok && ca_config.step_on == CA_STEP_ON_SYNC && ca_ready()) end_step(CA_MARK_SYNC);
 }
 
 cudaError_t cudalloc_trace_dump(const char *path) {

@@ -305,9 +305,11 @@ void ca_fences_seal(ca_device_t *d) {
   seal(d, &d->epoch);
 }
 
-/* Queries the fence's remaining events, dropping the completed ones. */
+/* Queries the fence's remaining events, dropping the completed ones. A
+ * fence that awaits a synchronization is complete only when that returns. */
 static bool fence_done(ca_device_t *d, ca_fence_t *f) {
   if (CA_DEBUG(skip_fences)) return true;
+  if (f->awaits_sync) return CA_DEBUG(sync_fences_done_early);
   while (f->nevents) {
     ca_event_t e = f->events[f->nevents - 1];
     if (CA_CALL(d, backend_event_query, ca_state.be->event_query(e))) return false;
@@ -386,6 +388,80 @@ size_t ca_fences_poll(ca_device_t *d) {
     if (collectable(q)) queue_free(d, q);
   }
   collect_idle(d);
+  return bytes;
+}
+
+// ----------------------------------------------------------------------------
+// A synchronization of the whole device proves completion
+// ----------------------------------------------------------------------------
+
+/* cudaDeviceSynchronize returns once all work issued before it on any
+ * stream of the device has completed, and every block in an open batch
+ * was freed (so its last work issued) before the call: filing the open
+ * batches at the start and releasing them at a successful return needs no
+ * event at all. A C training loop synchronizes once per step, so its
+ * cudaFree'd blocks come back every step with no driver call. */
+
+static void file_for_sync(ca_device_t *d, ca_queue_t *q) {
+  if (!q->open.blocks) return;
+  ca_fence_t *f = fence_new(d, 0);
+  if (!f) return;   /* the blocks stay open: the next seal records events for them */
+  f->awaits_sync = true;
+  f->seq = ++d->fence_seq;
+  close_open_batch(q, f);
+  if (q->tail) q->tail->next = f;
+  else q->head = f;
+  q->tail = f;
+  if (listed(d, q)) ca_qlist_add(d, CA_QL_SEALED, q);
+}
+
+uint64_t ca_fences_sync_begin(ca_device_t *d) {
+  if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) return 0;
+  ca_queue_t *next;
+  for (ca_queue_t *q = ca_qlist_first(d, CA_QL_OPEN); q; q = next) {
+    next = ca_qlist_next(q, CA_QL_OPEN);
+    file_for_sync(d, q);
+    if (!q->open.blocks) ca_qlist_del(d, CA_QL_OPEN, q);
+  }
+  file_for_sync(d, &d->epoch);
+  return d->fence_seq;
+}
+
+/* The fences of q filed up to token: released (ok), or given back to the
+ * open batch to be sealed with events (not ok). */
+static size_t sync_end_queue(ca_device_t *d, ca_queue_t *q, uint64_t token, bool ok) {
+  size_t bytes = 0;
+  if (ok) {
+    while (q->head && q->head->seq <= token) {
+      q->head->awaits_sync = false;
+      bytes += release_fence(d, q, q->head);
+    }
+    return bytes;
+  }
+  for (ca_fence_t *f = q->head; f && f->seq <= token; f = f->next) {
+    if (!f->awaits_sync) continue;
+    f->awaits_sync = false;
+    while (f->blocks) {   /* back to the open batch, which the next seal files with events */
+      ca_block_t *b = f->blocks;
+      fence_unlink(b);
+      fence_link(&q->open, b);
+    }
+    if (listed(d, q)) ca_qlist_add(d, CA_QL_OPEN, q);
+  }
+  return 0;   /* the emptied fences go at the next poll */
+}
+
+size_t ca_fences_sync_end(ca_device_t *d, uint64_t token, bool ok) {
+  if (!token) return 0;
+  size_t bytes = sync_end_queue(d, &d->epoch, token, ok);
+  ca_queue_t *next;
+  for (ca_queue_t *q = ca_qlist_first(d, CA_QL_SEALED); q; q = next) {
+    next = ca_qlist_next(q, CA_QL_SEALED);
+    bytes += sync_end_queue(d, q, token, ok);
+    if (q->head) continue;
+    ca_qlist_del(d, CA_QL_SEALED, q);
+    if (collectable(q)) queue_free(d, q);
+  }
   return bytes;
 }
 

@@ -35,6 +35,17 @@ ca_block_t *ca_queue_find_any(ca_device_t *d, ca_pool_t *pool, size_t size, size
 void ca_fences_seal(ca_device_t *d);
 /* Releases the blocks of every completed fence; returns bytes released. */
 size_t ca_fences_poll(ca_device_t *d);
+/* A synchronization of the whole device is about to start: every open
+ * batch is filed under a fence with no events, which no poll takes before
+ * ca_fences_sync_end says the synchronization returned. Returns the token
+ * (the fence sequence then) for ca_fences_sync_end; 0 during a capture
+ * (nothing is filed). */
+uint64_t ca_fences_sync_begin(ca_device_t *d);
+/* The synchronization returned (ok: successfully). ok: every fence up to
+ * token is complete, its events too: released with no query. Not ok: the
+ * fences filed by the begin get their events at the next seal, as open
+ * batches do. Returns the bytes released. */
+size_t ca_fences_sync_end(ca_device_t *d, uint64_t token, bool ok);
 /* Waits for the oldest sealed fence (never during a capture) and releases
  * what completed, *released bytes (an empty fence releases 0). Returns
  * false when nothing was pending or the wait did not complete the fence. */

@@ -149,6 +149,8 @@ struct ca_fence_s {
   ca_fence_t *next;             /* the queue's FIFO, oldest first */
   ca_block_t *blocks;
   uint64_t seq;                 /* later fences have larger seq */
+  bool awaits_sync;             /* no events: complete once the device synchronization that
+                                 * filed it returns (fence.c, ca_fences_sync_begin) */
   int nevents, cap;              /* cap: room in events */
   ca_event_t *events;
 };

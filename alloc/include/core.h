@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <cuda.h>
 #include <driver_types.h>
 
@@ -117,9 +118,17 @@ CUresult ca_peer_access_enabled(int dev, int peer);
  * what cudalloc holds but could give back, never above the total. */
 CUresult ca_mem_get_info(int dev, size_t *free_bytes, size_t *total_bytes);
 
-/* The program synchronized the whole device (cudaDeviceSynchronize): with
- * step_on:sync, a step ends, as at cudalloc_step(). */
-void ca_device_synchronized(void);
+/* Around a synchronization of the calling thread's whole device
+ * (cudaDeviceSynchronize): the blocks freed before it are reusable by
+ * every stream once it returns successfully, with no event recorded or
+ * queried (fence.c); with step_on:sync a step ends there, as at
+ * cudalloc_step(). */
+typedef struct {
+  int dev;
+  uint64_t seq;   /* 0: nothing was filed */
+} ca_sync_token_t;
+ca_sync_token_t ca_device_sync_begin(void);
+void ca_device_sync_end(ca_sync_token_t t, bool ok);
 
 /* Drops every pool of dev (cudaDeviceReset): live blocks are forgotten. */
 CUresult ca_device_reset(int dev);

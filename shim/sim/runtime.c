@@ -62,10 +62,12 @@ static cudaError_t device_synchronize(void) {
 }
 
 /* On CUDA too: a C training loop synchronizes the device once per step,
- * which is where step_on:sync ends a step for the creep report. */
+ * which proves every earlier free's work complete (no event needed) and
+ * is where step_on:sync ends a step for the creep report. */
 CA_EXPORT cudaError_t cudaDeviceSynchronize(void) {
+  ca_sync_token_t t = ca_device_sync_begin();
   cudaError_t err = device_synchronize();
-  if (err == cudaSuccess) ca_device_synchronized();
+  ca_device_sync_end(t, err == cudaSuccess);
   return err;
 }
 
