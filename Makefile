@@ -228,8 +228,9 @@ $(BUILD)/tests/test_campaign: TEST_INC += -Itests/campaign
 campaign: $(CAMPAIGN)
 	$(CAMPAIGN) $(CAMPAIGN_ARGS)
 
-# The test dependencies (Criterion, jemalloc): installed with apt-get when
-# missing and allowed, else named.
+# The build and test dependencies (tests/deps.sh: libdw's header, Criterion,
+# jemalloc, mimalloc, pkg-config, python3): installed with apt-get when
+# missing and allowed, else named. make run and make test start with them.
 deps:
 	@tests/deps.sh
 
@@ -238,7 +239,8 @@ test: deps
 	BUILD=$(BUILD) SAN=$(SAN) SAN_RUNTIME=$(SAN_RUNTIME) tests/run.sh
 
 REPORT := $(BUILD)/workload-report
-run: lib $(WORKLOAD)
+run: deps
+	$(MAKE) lib $(WORKLOAD)
 	CUDALLOC_CONF=backend:sim,report:$(REPORT) LD_PRELOAD=$(abspath $(LIB_SO)) \
 	  $(WORKLOAD) --steps 50 --svg $(BUILD)/workload-memory.svg
 	@echo "reports: $(REPORT)-leaks.txt (summary and leaks), $(REPORT)-stats.json (statistics)"

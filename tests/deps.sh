@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes sure the test dependencies are there: Criterion (the test framework),
+# Makes sure the build and test dependencies are there: Criterion (the test framework),
 # jemalloc and mimalloc (the benchmarks' references), elfutils' libdw (call
 # sites by function, file and line), pkg-config (the install check) and
 # python3 (bench/ranks/ranks_table.py, the ctypes example of reports.md, and the
