@@ -258,6 +258,16 @@ static void fence_delete(ca_device_t *d, ca_fence_t *f) {
   d->nspare_fences++;
 }
 
+/* q's open batch becomes fence f, the newest of q's sealed ones. */
+static void file_open_batch(ca_device_t *d, ca_queue_t *q, ca_fence_t *f) {
+  f->seq = ++d->fence_seq;
+  close_open_batch(q, f);
+  if (q->tail) q->tail->next = f;
+  else q->head = f;
+  q->tail = f;
+  if (listed(d, q)) ca_qlist_add(d, CA_QL_SEALED, q);
+}
+
 static void seal(ca_device_t *d, ca_queue_t *q) {
   if (!q->open.blocks) return;
   /* Placing deferred streams may register some: the fence is sized after. */
@@ -282,12 +292,7 @@ static void seal(ca_device_t *d, ca_queue_t *q) {
     fence_delete(d, f);
     return;
   }
-  f->seq = ++d->fence_seq;
-  close_open_batch(q, f);
-  if (q->tail) q->tail->next = f;
-  else q->head = f;
-  q->tail = f;
-  if (listed(d, q)) ca_qlist_add(d, CA_QL_SEALED, q);
+  file_open_batch(d, q, f);
 }
 
 /* Only queues with open blocks are visited; one whose open blocks were
@@ -407,12 +412,7 @@ static void file_for_sync(ca_device_t *d, ca_queue_t *q) {
   ca_fence_t *f = fence_new(d, 0);
   if (!f) return;   /* the blocks stay open: the next seal records events for them */
   f->awaits_sync = true;
-  f->seq = ++d->fence_seq;
-  close_open_batch(q, f);
-  if (q->tail) q->tail->next = f;
-  else q->head = f;
-  q->tail = f;
-  if (listed(d, q)) ca_qlist_add(d, CA_QL_SEALED, q);
+  file_open_batch(d, q, f);
 }
 
 uint64_t ca_fences_sync_begin(ca_device_t *d) {
