@@ -365,9 +365,17 @@ Test(preload, pinned_host_memory_leaves_the_programs_malloc_alone) {
    * lagging events cudaFree's fences complete only after later device
    * calls, so every pair would take the slow path (which may malloc) and
    * grow the pool; what is counted here is the hot path's bookkeeping. */
-  shim_run_t *r = shim_prog("pinned_host", NULL, "backend:sim,sim_events:auto");
+  /* Under a sanitizer the exit summary is left out: the program replaces
+   * malloc, calloc, realloc and free while the sanitizer's runtime is
+   * preloaded, and libdw, naming call sites at exit, then frees through
+   * the program's free a block that glibc did not allocate: glibc aborts
+   * ("munmap_chunk(): invalid pointer"; seen under ASan, and not cured by
+   * replacing the aligned allocators too). The malloc checks run in every
+   * build. */
+  bool san = getenv("CUDALLOC_SAN") && *getenv("CUDALLOC_SAN");
+  shim_run_t *r = shim_prog("pinned_host", NULL, san ? "backend:sim,sim_events:auto,quiet:true" : "backend:sim,sim_events:auto");
   shim_assert_ok(r, "pinned_host");
-  shim_assert_has(r, "pinned host memory: peak allocated");
+  if (!san) shim_assert_has(r, "pinned host memory: peak allocated");
 }
 
 Test(preload, pinned_block_in_an_async_copy_waits_for_its_stream) {
