@@ -153,8 +153,7 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_a
     if (ca_ptrmap_insert(&d->live, b)) {
       count_alloc(d, b);
       ca_trace_alloc(d, b);
-    }
-    else {   /* no host memory to remember it: give it back */
+    } else {   /* no host memory to remember it: give it back */
       ca_queue_add(d, &d->epoch, b);
       b = NULL;
       rc = CUDA_ERROR_OUT_OF_MEMORY;
