@@ -237,6 +237,21 @@ Test(preload, a_device_without_vmm_passes_allocations_through) {
   cr_assert(second && !strstr(second + 1, "cudalloc:"), "one line from cudalloc:\n%s", r->out);
 }
 
+/* PyTorch's entry points on a device cudalloc does not serve (no VMM):
+ * the driver's own cuMemAlloc and cuMemFree, as without cudalloc. Before
+ * the fix cudalloc_torch_malloc returned NULL ("passthrough.c:23: check
+ * failed: p == (void *)FAKE_PTR"). Input tried: a free of 0x1234000, which
+ * neither cudalloc nor the driver allocated: one line, nothing freed. */
+Test(preload, pytorch_entry_points_pass_a_device_without_vmm_to_the_driver) {
+  char env[1024], pre[512], cmd[1024];
+  shim_preload(pre, sizeof pre);
+  snprintf(env, sizeof env, "FAKE_CUDA_NO_VMM=1 LD_PRELOAD='%s' CUDALLOC_CONF='backend:cuda,quiet:true'", pre);
+  snprintf(cmd, sizeof cmd, "%s/progs/passthrough %s torch", shim_build(), fake_driver());
+  shim_run_t *r = shim_sh(env, cmd);
+  shim_assert_ok(r, "passthrough");
+  shim_assert_has(r, "0x1234000 is neither cudalloc's nor the driver's");
+}
+
 Test(preload, driver_api_on_the_simulated_device_without_a_driver) {
   shim_assert_ok(shim_prog("drvapi", "-", SIM ",quiet:true"), "drvapi");
 }

@@ -4,9 +4,26 @@
  * management), and the driver-API allocation goes to the driver's own
  * allocator, whose FAKE_PTR tells its memory apart; the free follows it.
  *
- *   passthrough <driver>   the driver library to open
+ *   passthrough <driver>         the driver library to open
+ *   passthrough <driver> torch   PyTorch's entry points instead, then a
+ *                                free of a pointer nobody allocated
  */
 #include "driver_procs.h"
+
+typedef void *(*torch_malloc_t)(ssize_t, int, cudaStream_t);
+typedef void (*torch_free_t)(void *, ssize_t, int, cudaStream_t);
+
+static void torch_entries(void) {
+  torch_malloc_t tmalloc;
+  torch_free_t tfree;
+  *(void **)&tmalloc = dlsym(RTLD_DEFAULT, "cudalloc_torch_malloc");
+  *(void **)&tfree = dlsym(RTLD_DEFAULT, "cudalloc_torch_free");
+  CHECK(tmalloc && tfree);
+  void *p = tmalloc(1 << 20, 0, NULL);
+  CHECK(p == (void *)FAKE_PTR);   /* the driver's memory, not NULL */
+  tfree(p, 1 << 20, 0, NULL);
+  tfree((void *)0x1234000, 4096, 0, NULL);   /* the driver refuses it: one line */
+}
 
 int main(int argc, char **argv) {
   open_driver(argc > 1 ? argv[1] : NULL);
@@ -21,6 +38,11 @@ int main(int argc, char **argv) {
   CUcontext ctx;
   CHECK(init(0) == CUDA_SUCCESS && device_get(&dev, 0) == CUDA_SUCCESS);
   CHECK(retain(&ctx, dev) == CUDA_SUCCESS && set_current(ctx) == CUDA_SUCCESS);
+  if (argc > 2 && !strcmp(argv[2], "torch")) {
+    torch_entries();
+    puts("passthrough: ok");
+    return 0;
+  }
   CHECK(served_by_cudalloc((void *)alloc));   /* cudalloc's entry point... */
   CUdeviceptr d = 0;
   CHECK(alloc(&d, 1 << 20) == CUDA_SUCCESS);
