@@ -495,10 +495,31 @@ void ca_fences_wait_all(ca_device_t *d) {
 // Streams coming and going
 // ----------------------------------------------------------------------------
 
+/* Work issued on a destroyed non-blocking stream runs on, yet no later
+ * epoch fence records on the stream: an event recorded on it now, in a
+ * fence of no blocks at the end of the epoch, holds back every block that
+ * waits in the epoch after it (its fences complete in order). Without an
+ * event, wait as cudaFree does. */
+static void fence_orphaned_work(ca_device_t *d, ca_stream_t stream) {
+  ca_fence_t *f = fence_new(d, 1);
+  if (f && !record(d, f, stream)) {
+    f->seq = ++d->fence_seq;
+    if (d->epoch.tail) d->epoch.tail->next = f;
+    else d->epoch.head = f;
+    d->epoch.tail = f;
+    return;
+  }
+  if (f) fence_delete(d, f);
+  CA_CALL(d, backend_sync, ca_state.be->device_sync(d->ordinal));
+}
+
 void ca_queue_stream_gone(ca_device_t *d, ca_stream_t stream) {
   ca_queue_t *q = ca_queue_find(d, stream, false);
   for (int i = 0; i < d->nnonblocking; i++)
-    if (d->nonblocking[i] == stream) d->nonblocking[i--] = d->nonblocking[--d->nnonblocking];
+    if (d->nonblocking[i] == stream) {
+      d->nonblocking[i--] = d->nonblocking[--d->nnonblocking];
+      fence_orphaned_work(d, stream);
+    }
   if (!q) return;
   /* Its blocks wait for the stream's last work, then free as usual; they
    * must leave the bins, as a new stream may reuse the handle's value. */

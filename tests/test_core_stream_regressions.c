@@ -296,6 +296,32 @@ Test(core_stream_regressions, free_mode_stream_free_after_the_stream_is_gone_use
   CHECK_CONSISTENT();
 }
 
+/* A kernel on a non-blocking stream uses p; the program destroys the
+ * stream (its work runs on) and cudaFree's p. Before the fix the fence
+ * recorded only on the streams still alive, and p came back once the
+ * legacy stream was done: "p handed out while the destroyed stream's work
+ * still used it". */
+Test(core_stream_regressions, cudaFree_after_a_stream_is_destroyed_waits_for_its_last_work) {
+  core_start("sim_events:manual");
+  ca_stream_t nb;
+  cr_assert_eq(ca_sim_stream_create(&nb, 1), CUDA_SUCCESS);
+  ca_stream_created(nb, true);
+  void *p = alloc_sync(3 * MiB);
+  ca_event_t work = work_on(0, nb);
+  ca_stream_destroyed(nb);
+  cr_assert_eq(ca_sim_stream_destroy(nb), CUDA_SUCCESS);
+  cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
+  cudalloc_step();                /* the fence is recorded */
+  ca_sim_stream_complete(NULL);   /* the legacy stream is done, the destroyed one's work is not */
+  cr_assert_neq(alloc_sync(3 * MiB), p, "p handed out while the destroyed stream's work still used it");
+  cr_assert(pending(work));
+  ca_sim_complete_all();
+  cudalloc_step();
+  cr_assert_eq(alloc_sync(3 * MiB), p, "p comes back once the work is done");
+  ca_backend_sim.event_destroy(work);
+  CHECK_CONSISTENT();
+}
+
 /* A stream of device 1 while device 0 is current. */
 static ca_stream_t stream_of_device_1(void) {
   ca_stream_t s;
