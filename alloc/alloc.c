@@ -3,7 +3,9 @@
  *   1. a free block, or a block its own stream freed   (no driver call)
  *   2. seal and poll fences: reuse what completed       (event calls)
  *   3. garbage collection above the threshold           (give back cache)
- *   4. grow: cached pages, pages moved out of free holes, new pages
+ *   4. grow: cached pages, pages moved out of free holes, new pages;
+ *      first, when growing would pass the slack over allocated memory,
+ *      wait for pending frees (slack.c)
  *   5. wait for pending frees, oldest first, until none is left,
  *      retrying 1 and 4 after each that released memory
  *   6. give every cached page back and grow once more
@@ -21,6 +23,7 @@
 #include "pool.h"
 #include "ptrmap.h"
 #include "segments.h"
+#include "slack.h"
 #include "streamdev.h"
 #include "streams.h"
 #include "tcache.h"
@@ -64,6 +67,7 @@ static ca_block_t *slow_path(ca_device_t *d, size_t rounded, ca_stream_t stream,
    * elsewhere: its blocks join their streams' queues, to be sealed. */
   if (ca_tcache_flush_mine(d) && (b = reuse_flushed(d, rounded, stream))) return b;
   collect_garbage(d);
+  if ((b = ca_slack_wait_before_growing(d, rounded, stream))) return b;
   if ((b = grow_and_take(d, rounded, stream, rc))) return b;
   /* Short of memory: every thread's cache, before waiting for the device. */
   if (ca_tcache_flush(d, NULL, false) && (b = reuse_flushed(d, rounded, stream))) return b;

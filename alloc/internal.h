@@ -26,6 +26,7 @@
  *   segments fence
  *   pages tcache
  *   pool
+ *   slack
  *   device
  *   pinned_chunks
  *   pinned
@@ -49,6 +50,7 @@
  *   qtable     stream queues by stream, and the lists a seal and a poll visit
  *   segments   classic segments                    fence   streams, queues, events
  *   pages      expandable pages, trimming          pool    take and grow
+ *   slack      waiting for pending frees before growing past the slack
  *   tcache     the per-thread front cache of small stream-ordered frees
  *   device     devices, locks, ca_ready            stats   derived statistics
  *   pinned_chunks  the pinned arena's extent hooks and chunks
@@ -96,6 +98,7 @@
 #include "qtable.h"
 #include "report.h"
 #include "segments.h"
+#include "slack.h"
 #include "sitelive.h"
 #include "stats.h"
 #include "step.h"

@@ -1,0 +1,45 @@
+/* Waiting for pending frees instead of growing past the slack.
+ *
+ * A freed block waits in its stream's queue until the work issued before
+ * its free completes: that stream may reuse it at once, but it merges with
+ * no free neighbour, lends no page to a growth, and no other stream may
+ * take it. With memory to spare the ladder used to grow past such blocks,
+ * and pending memory piled up beside new pages (the 10-stream LLaMA
+ * snapshot reserved 1.46 x its peak live bytes, single-stream ones up to
+ * 1.055 x: docs/benchmarks.md, make economy). Once a growth would leave
+ * reserved memory more than CA_PAGE_SLACK above allocated memory (the same
+ * rule that lets pages move out of free holes, pages.c), memory counts as
+ * short: the pending frees are waited for, oldest first, before anything
+ * is created. The wait blocks the host until the device has done the work
+ * that the fence covers, as PyTorch's allocator does before it frees
+ * cached memory; with the slack unspent, nothing waits. */
+#include "slack.h"
+
+#include "blocks.h"
+#include "fence.h"
+#include "pool.h"
+
+/* Growing by `rounded` bytes of new memory would pass the slack: more than
+ * CA_PAGE_SLACK (and a page) above allocated memory, this request
+ * included. */
+static bool past_slack(const ca_device_t *d, size_t rounded) {
+  double reserved = (double)d->stats.reserved_bytes.current + (double)rounded;
+  double held = (double)d->stats.allocated_bytes.current + (double)rounded;
+  return reserved > held * (1.0 + CA_PAGE_SLACK) + (double)d->page;
+}
+
+/* Freed blocks that still wait for device work (active counts them). */
+static bool pending(const ca_device_t *d) {
+  return d->stats.active_bytes.current > d->stats.allocated_bytes.current;
+}
+
+ca_block_t *ca_slack_wait_before_growing(ca_device_t *d, size_t rounded, ca_stream_t stream) {
+  if (!ca_config.expandable_segments) return NULL;   /* classic segments' memory cannot move */
+  ca_pool_t *pool = ca_pool_for(d, rounded);
+  size_t released;
+  while (past_slack(d, rounded) && pending(d) && ca_fences_wait_one(d, &released)) {
+    ca_block_t *b = released ? ca_pool_take(d, pool, rounded, stream) : NULL;
+    if (b) return b;
+  }
+  return NULL;
+}
