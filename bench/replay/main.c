@@ -142,16 +142,18 @@ static void print_row(const char *path, int dev, const ca_trace_t *t, const mode
  * PyTorch's expandable segments would make for the same peak, one per
  * 20 MiB page of its large pool; one set-access per newly mapped run):
  * | trace | device | peak reserved / peak live | creates | PyTorch at 20 MiB pages | maps | set-access | unmaps |
- * PyTorch's segment maps in the trace | */
+ * events recorded / queried / waited for | PyTorch's segment maps in the trace | */
 static void print_economy(const char *path, int dev, const ca_trace_t *t, const mode_result_t *m) {
   const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
   const ca_trace_origin_t *o = &t->origin[dev];
   const cudalloc_stats_t *s = &m->r.stats;
   double live = o->known ? (double)o->peak_live : (double)s->requested_bytes.peak;
   long long pt_creates = (long long)((s->reserved_bytes.peak + (int64_t)(20 * MiB) - 1) / (int64_t)(20 * MiB));
-  printf("| `%s` | %d | %.3f | %lld | %lld | %lld | %lld | %lld |", base, dev,
+  printf("| `%s` | %d | %.3f | %lld | %lld | %lld | %lld | %lld | %lld / %lld / %lld |", base, dev,
          live > 0 ? (double)s->reserved_bytes.peak / live : 0.0, (long long)s->backend_create.total, pt_creates,
-         (long long)s->backend_map.total, (long long)s->backend_set_access.total, (long long)s->backend_unmap.total);
+         (long long)s->backend_map.total, (long long)s->backend_set_access.total, (long long)s->backend_unmap.total,
+         (long long)s->backend_event_record.total, (long long)s->backend_event_query.total,
+         (long long)s->backend_sync.total);
   if (o->known) printf(" %llu |\n", (unsigned long long)o->segment_maps);
   else printf(" – |\n");
 }
@@ -203,7 +205,8 @@ int main(int argc, char **argv) {
            "| --- | --- | --- | --- | --- | --- | --- | --- |\n");
   if (a.economy)
     printf("| trace | device | peak reserved / peak live | cuMemCreate | PyTorch's, 20 MiB pages | maps | set-access | "
-           "unmaps | PyTorch's segment maps in the trace |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+           "unmaps | events recorded / queried / waits | PyTorch's segment maps in the trace |\n"
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   for (int i = first; i < argc; i++) rc |= replay_file(argv[i], &a) != 0;
   return rc;
 }

@@ -33,8 +33,8 @@ lib: $(REPLAY)
 
 # The tests of the importers and the replay link the archive; they read the
 # shared snapshots from $(TRACES).
-$(BUILD)/tests/test_replay_import $(BUILD)/tests/test_replay: $(REPLAY_A)
-$(BUILD)/tests/test_replay_import $(BUILD)/tests/test_replay: TEST_LIBS = $(REPLAY_A)
+$(BUILD)/tests/test_replay_import $(BUILD)/tests/test_replay $(BUILD)/tests/test_replay_economy: $(REPLAY_A)
+$(BUILD)/tests/test_replay_import $(BUILD)/tests/test_replay $(BUILD)/tests/test_replay_economy: TEST_LIBS = $(REPLAY_A)
 
 .PHONY: whatif economy
 whatif: $(REPLAY)
