@@ -92,6 +92,32 @@ Test(core_slack, nothing_waits_while_growth_stays_within_the_slack) {
   cudalloc_free(live, a);
 }
 
+/* Pending memory under half the slack is not worth a wait: 512 KiB
+ * pending beside 100 MiB live, and a growth past the slack (10 MiB free
+ * whose pages move) grows without waiting. (Shown to fail with the test
+ * of slack.c back to "any pending byte".) */
+Test(core_slack, a_little_pending_memory_is_not_waited_for) {
+  core_start("expandable_segments:true,sim_events:auto");
+  ca_stream_t a = test_stream(true), b = test_stream(true);
+  void *x, *live, *small, *p;
+  cr_assert_eq(cudalloc_malloc(&x, 10 * MiB, a), cudaSuccess);
+  cr_assert_eq(cudalloc_malloc(&live, 100 * MiB, a), cudaSuccess);
+  cr_assert_eq(cudalloc_free(x, a), cudaSuccess);
+  cr_assert_eq(cudalloc_malloc(&small, 512 * 1024, a), cudaSuccess);   /* a slow path: x's fence completes */
+  cr_assert_geq(dev0()->pools[CA_POOL_LARGE].bins.bytes, 8 * MiB, "x is free (a page of it may have moved to the small pool)");
+  ca_sim_set_manual_events(1);
+  TOUCH(a, small, 512 * 1024, true);
+  cr_assert_eq(cudalloc_free(small, a), cudaSuccess);
+  int64_t moves = stats0().num_page_moves.total;
+  cr_assert_eq(cudalloc_malloc(&p, 20 * MiB, b), cudaSuccess);
+  cudalloc_stats_t s = stats0();
+  cr_assert_eq(s.num_waits.total, 0);
+  cr_assert_gt(s.num_page_moves.total, moves, "the growth was past the slack: x's pages moved");
+  CHECK_CONSISTENT();
+  cudalloc_free(p, b);
+  cudalloc_free(live, a);
+}
+
 /* Classic segments are left as they were: their memory cannot move, so
  * waiting would only delay the same growth (32 MiB: a segment of its own,
  * no room left beside it). Shown to fail with slack.c's classic check
