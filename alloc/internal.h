@@ -30,7 +30,7 @@
  *   device
  *   pinned_chunks
  *   pinned
- *   stats check leaks
+ *   stats check leaks holdings
  *   creep
  *   peak
  *   report
@@ -59,6 +59,7 @@
  *   step       the step count                      stackwalk  the program's stack, cached
  *   symbolize  addresses as function, file:line    pystack Python frames (track:python)
  *   check      cudalloc_check                      leaks   the leak report (text, JSON)
+ *   holdings   where reserved memory is (free, holes, queues), for diagnosis
  *   report     exit and OOM reports, report files
  *   demand     reports on a signal, written by the next allocator call
  *   oom        the out-of-memory report            oom_verdict  its verdict, from figures alone
@@ -83,6 +84,7 @@
 #include "device.h"
 #include "env.h"
 #include "fence.h"
+#include "holdings.h"
 #include "leaks.h"
 #include "lifecycle.h"
 #include "oom.h"

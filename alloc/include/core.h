@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <cuda.h>
 #include <driver_types.h>
 
@@ -117,6 +118,10 @@ CUresult ca_peer_access_enabled(int dev, int peer);
 /* Free memory as a program should see it: the driver's free memory plus
  * what cudalloc holds but could give back, never above the total. */
 CUresult ca_mem_get_info(int dev, size_t *free_bytes, size_t *total_bytes);
+
+/* Where device dev's reserved memory is (free blocks by size, holes, what
+ * waits in each queue), written to f: a diagnosis (holdings.c). */
+CUresult ca_holdings_dump(int dev, FILE *f);
 
 /* Around a synchronization of the calling thread's whole device
  * (cudaDeviceSynchronize): the blocks freed before it are reusable by

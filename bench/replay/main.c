@@ -8,6 +8,8 @@
  *     --table                          one Markdown row per device (make whatif)
  *     --economy                        one Markdown row per device of driver calls,
  *                                      expandable segments only (make economy)
+ *     --dump-peak                      where reserved memory was (free blocks, holes,
+ *                                      queues) right after the event that set its peak
  *
  * TRACE: a PyTorch memory snapshot (.pickle), an RMM CSV log, or cudalloc's
  * own log (trace:PATH). docs/whatif.md explains the output. */
@@ -23,7 +25,7 @@
 
 typedef struct {
   bool modes[2];   /* [0] classic, [1] expandable */
-  bool honour, bisect, table, economy;
+  bool honour, bisect, table, economy, dump_peak;
   uint64_t capacity;
 } args_t;
 
@@ -38,7 +40,7 @@ static double mib(int64_t b) { return (double)b / (double)MiB; }
 
 static void usage(FILE *f) {
   fputs("usage: cudalloc-replay [--mode expandable|classic|both] [--honour-empty-cache] [--capacity-mb N]\n"
-        "                       [--no-bisect] [--table | --economy] TRACE...\n"
+        "                       [--no-bisect] [--table | --economy] [--dump-peak] TRACE...\n"
         "TRACE: a PyTorch memory snapshot pickle, an RMM CSV log or a cudalloc trace (docs/whatif.md)\n", f);
 }
 
@@ -50,6 +52,7 @@ static int parse_args(int argc, char **argv, args_t *a, int *first) {
     if (!strcmp(o, "--honour-empty-cache")) a->honour = true;
     else if (!strcmp(o, "--no-bisect")) a->bisect = false;
     else if (!strcmp(o, "--table")) a->table = true;
+    else if (!strcmp(o, "--dump-peak")) a->dump_peak = true;
     else if (!strcmp(o, "--economy")) a->economy = true, a->bisect = false, a->modes[0] = false;
     else if (!strcmp(o, "--mode") && i + 1 < argc) {
       const char *m = argv[++i];
@@ -73,7 +76,8 @@ static int parse_args(int argc, char **argv, args_t *a, int *first) {
 static int run_mode(const ca_trace_t *t, int dev, bool expandable, const args_t *a, mode_result_t *m) {
   char err[256];
   ca_replay_opts_t o = {.device = dev, .expandable = expandable, .honour_empty_cache = a->honour,
-                        .capacity = a->capacity ? a->capacity : ca_replay_ample_capacity(t, dev)};
+                        .capacity = a->capacity ? a->capacity : ca_replay_ample_capacity(t, dev),
+                        .dump_peak = a->dump_peak && !a->table && !a->economy};
   memset(m, 0, sizeof *m);
   if (ca_replay_run(t, &o, &m->r, err, sizeof err)) return fprintf(stderr, "cudalloc-replay: %s\n", err), -1;
   if (a->bisect) {
@@ -106,6 +110,7 @@ static void print_mode(const char *name, const mode_result_t *m) {
   if (m->have_min)
     printf("  %-10s smallest capacity without an out-of-memory: %.0f MiB (%u replays)\n", "", mib((int64_t)m->min_capacity),
            m->runs);
+  if (m->r.peak_dump) printf("  %-10s %s", "", m->r.peak_dump);
 }
 
 static void print_verdict(const ca_trace_origin_t *o, const mode_result_t *best, const char *mode) {
@@ -190,6 +195,8 @@ static int replay_file(const char *path, const args_t *a) {
     if (a->modes[0]) print_mode("classic", &m[0]);
     int best = a->modes[1] && (!a->modes[0] || m[1].min_capacity <= m[0].min_capacity) ? 1 : 0;
     print_verdict(&t.origin[dev], &m[best], best ? "expandable segments" : "classic segments");
+    for (int k = 0; k < 2; k++)
+      if (a->modes[k]) free(m[k].r.peak_dump);
   }
   ca_trace_dispose(&t);
   return rc;

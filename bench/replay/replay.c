@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -92,6 +93,28 @@ static void replay_event(run_t *run, const ca_trace_event_t *e) {
   }
 }
 
+/* A new peak of reserved memory: where that memory is, replacing the dump
+ * of the previous peak (so the figures are those right after the event). */
+static void keep_peak_dump(const ca_trace_event_t *e, size_t i, int64_t *peak, ca_replay_result_t *r) {
+  cudalloc_stats_t s;
+  if (cudalloc_get_stats(0, &s) != cudaSuccess || s.reserved_bytes.current <= *peak) return;
+  *peak = s.reserved_bytes.current;
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f) return;
+  fprintf(f, "peak reserved set by event %zu (%s of %llu bytes on stream %#llx):\n", i,
+          e->kind == CA_EV_ALLOC ? "an allocation" : "another event", (unsigned long long)e->size,
+          (unsigned long long)e->stream);
+  ca_holdings_dump(0, f);
+  if (fclose(f)) {
+    free(text);
+    return;
+  }
+  free(r->peak_dump);
+  r->peak_dump = text;
+}
+
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -103,10 +126,12 @@ int ca_replay_run(const ca_trace_t *t, const ca_replay_opts_t *o, ca_replay_resu
   if (start(o, err, cap)) return -1;
   run_t run = {.o = o, .r = r};
   double t0 = now();
+  int64_t peak = 0;
   for (size_t i = 0; i < t->n; i++) {
     if (t->ev[i].device != o->device) continue;
     r->events++;
     replay_event(&run, &t->ev[i]);
+    if (o->dump_peak) keep_peak_dump(&t->ev[i], i, &peak, r);
   }
   r->seconds = now() - t0;
   cudalloc_get_stats(0, &r->stats);
@@ -162,6 +187,7 @@ int ca_replay_min_capacity(const ca_trace_t *t, ca_replay_opts_t o, uint64_t *ca
                            size_t cap) {
   ca_replay_result_t r;
   *runs = 1;
+  o.dump_peak = false;   /* the search's replays answer fits or not */
   o.capacity = ca_replay_ample_capacity(t, o.device);
   if (ca_replay_run(t, &o, &r, err, cap)) return -1;
   if (r.ooms) return snprintf(err, cap, "the replay fails even with %llu MiB", (unsigned long long)(o.capacity / MiB)), -1;

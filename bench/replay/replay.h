@@ -23,6 +23,7 @@ typedef struct {
   bool expandable;           /* expandable segments, else classic */
   bool honour_empty_cache;   /* replay the program's own empty_cache calls */
   uint64_t capacity;         /* bytes of the simulated device (whole MiB) */
+  bool dump_peak;            /* keep where reserved memory was at the event that set its peak */
 } ca_replay_opts_t;
 
 typedef struct {
@@ -31,6 +32,7 @@ typedef struct {
   uint64_t unknown_frees;    /* frees of blocks the replay does not hold (their allocation failed) */
   cudalloc_stats_t stats;    /* cudalloc's statistics at the end: peaks, backend calls */
   double seconds;            /* the replay loop alone */
+  char *peak_dump;           /* dump_peak: the event and ca_holdings_dump's text (free() it), or NULL */
 } ca_replay_result_t;
 
 /* One replay; 0, or -1 with err set when cudalloc could not start. */
