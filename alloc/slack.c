@@ -19,23 +19,29 @@
 #include "fence.h"
 #include "pool.h"
 
+/* A wait stalls the host until the device catches up: worth it only for
+ * more memory than this, PyTorch's page of expandable segments (a growth
+ * of its large pool reserves up to that much beyond the request). */
+#define WAIT_FLOOR (20.0 * 1024 * 1024)
+
 /* Growing by `rounded` bytes of new memory would pass the slack: more than
- * CA_PAGE_SLACK (and a page) above allocated memory, this request
- * included. */
+ * CA_PAGE_SLACK above allocated memory, this request included, and by more
+ * than WAIT_FLOOR. */
 static bool past_slack(const ca_device_t *d, size_t rounded) {
   double reserved = (double)d->stats.reserved_bytes.current + (double)rounded;
   double held = (double)d->stats.allocated_bytes.current + (double)rounded;
-  return reserved > held * (1.0 + CA_PAGE_SLACK) + (double)d->page;
+  return reserved > held * (1.0 + CA_PAGE_SLACK) + WAIT_FLOOR;
 }
 
 /* Freed blocks that still wait for device work (active memory counts
- * them) and are worth a wait: more than half the slack. Less cannot push
- * reserved memory past the slack by itself, free memory being what pages
- * move out of, and each wait stalls the host (on the shared snapshots this
+ * them) and are worth a wait: more than half the slack and WAIT_FLOOR.
+ * Less cannot push reserved memory past the slack by itself, free memory
+ * being what pages move out of (on the shared snapshots half the slack
  * spares up to 5 waits in 6 at the same peaks). */
 static bool pending_worth_waiting(const ca_device_t *d) {
   double pending = (double)(d->stats.active_bytes.current - d->stats.allocated_bytes.current);
-  return pending > 0.5 * CA_PAGE_SLACK * (double)d->stats.allocated_bytes.current;
+  double half_slack = 0.5 * CA_PAGE_SLACK * (double)d->stats.allocated_bytes.current;
+  return pending > (half_slack > WAIT_FLOOR ? half_slack : WAIT_FLOOR);
 }
 
 ca_block_t *ca_slack_wait_before_growing(ca_device_t *d, size_t rounded, ca_stream_t stream) {
