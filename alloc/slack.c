@@ -10,9 +10,12 @@
  * reserved memory more than CA_PAGE_SLACK above allocated memory (the same
  * rule that lets pages move out of free holes, pages.c), memory counts as
  * short: the pending frees are waited for, oldest first, before anything
- * is created, while they are more than half the slack. The wait blocks the host until the device has done the work
- * that the fence covers, as PyTorch's allocator does before it frees
- * cached memory; with the slack unspent, nothing waits. */
+ * is created, while they are worth more than half the slack and a floor.
+ * A wait blocks the host until the device has done the work that the
+ * fence covers, as PyTorch's allocator does before it frees cached
+ * memory; with the slack unspent, nothing waits. Classic segments are
+ * left alone: their memory cannot move, so a wait would only delay the
+ * same growth. */
 #include "slack.h"
 
 #include "blocks.h"
