@@ -73,6 +73,9 @@ static const conf_key_t keys[] = {
    "per-process cap on reserved memory per device (0 = none)"},
   {"memory_fraction", KEY_DOUBLE, FIELD(memory_fraction), 0, 1, 0, 0, NULL,
    "per-process cap as a fraction of device memory (0 = none)"},
+  {"wait_before_growing", KEY_BOOL, FIELD(wait_before_growing), 0, 1, 0, 0, NULL,
+   "expandable segments: before a growth past 2% over allocated memory, wait for pending frees worth more than "
+   "half of that and 20 MiB (true), or grow at once (false)"},
   {"free_mode", KEY_CHOICE, FIELD(free_mode), 0, 0, 0, 0, "device|stream",
    "cudaFree waits for all device work (device), or only for its stream (stream)"},
   {"torch_free", KEY_CHOICE, FIELD(torch_free), 0, 0, 0, 0, "device|stream",
@@ -159,6 +162,7 @@ void ca_config_defaults(ca_config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
   strcpy(cfg->backend, "cuda");
   cfg->expandable_segments = true;
+  cfg->wait_before_growing = true;
   cfg->max_split_size = UINT64_MAX;
   cfg->free_mode = CA_FREE_DEVICE;
   cfg->torch_free = CA_FREE_DEVICE;

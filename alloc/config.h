@@ -35,6 +35,7 @@ typedef struct ca_config_s {
   unsigned roundup_power2_divisions; /* 0: plain 512-byte rounding */
   uint64_t memory_cap;          /* bytes; 0: no cap */
   double memory_fraction;       /* of device memory; 0: no cap */
+  bool wait_before_growing;     /* wait for pending frees before growing past the slack (slack.c) */
   ca_free_mode_t free_mode;
   ca_free_mode_t torch_free;    /* PyTorch's pluggable free: device (default) or stream */
   ca_track_t track;

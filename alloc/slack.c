@@ -15,7 +15,7 @@
  * fence covers, as PyTorch's allocator does before it frees cached
  * memory; with the slack unspent, nothing waits. Classic segments are
  * left alone: their memory cannot move, so a wait would only delay the
- * same growth. */
+ * same growth. wait_before_growing:false grows at once, as before. */
 #include "slack.h"
 
 #include "blocks.h"
@@ -48,7 +48,7 @@ static bool pending_worth_waiting(const ca_device_t *d) {
 }
 
 ca_block_t *ca_slack_wait_before_growing(ca_device_t *d, size_t rounded, ca_stream_t stream) {
-  if (!ca_config.expandable_segments) return NULL;   /* classic segments' memory cannot move */
+  if (!ca_config.expandable_segments || !ca_config.wait_before_growing) return NULL;
   ca_pool_t *pool = ca_pool_for(d, rounded);
   size_t released;
   while (past_slack(d, rounded) && pending_worth_waiting(d) && ca_fences_wait_one(d, &released)) {
