@@ -16,6 +16,7 @@
 #include "device.h"
 #include "fence.h"
 #include "leaks.h"
+#include "legacyq.h"
 #include "log.h"
 #include "oom.h"
 #include "pages.h"
@@ -126,8 +127,9 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_a
     return CUDA_SUCCESS;
   }
   if (exited()) return CUDA_ERROR_DEINITIALIZED;
-  /* Not stream-ordered: nobody's pending blocks (stream NULL to take). */
-  stream = kind == CA_ALLOC_ASYNC ? ca_stream_normal(stream) : NULL;
+  /* Not stream-ordered: nobody's pending blocks (stream NULL to take), but
+   * the legacy stream's while it is the only one (legacyq.c). */
+  stream = ca_legacyq_alloc_stream(kind == CA_ALLOC_ASYNC, stream);
   ca_device_t *d;
   if ((rc = device_of(dev, stream ? stream : CA_STREAM_LEGACY, &d))) return rc;
   bool ordered = kind == CA_ALLOC_ASYNC;   /* else cudaMalloc, cuMemAlloc, pitch, 3D: usable by any stream */
@@ -168,7 +170,7 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_a
     claimed = ordered && ca_tcache_claim(d, b, stream);
   }
   if (b && ca_state.be->check_handout)   /* a backend that sees device work checks the hand-out */
-    ca_state.be->check_handout(b->addr, size, stream, ordered, caller);
+    ca_state.be->check_handout(b->addr, size, stream, stream != NULL, caller);
   pthread_mutex_unlock(&d->lock);
   if (claimed) ca_tcache_remember(b);
   if (b) *ptr = (void *)b->addr;
@@ -191,8 +193,10 @@ static bool stream_capturing(ca_stream_t stream) {
 static ca_queue_t *queue_for(ca_device_t *d, ca_block_t *b, ca_stream_t stream, bool sync, bool unsure) {
   bool capture = __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0;
   if (capture && (sync || unsure || stream_capturing(stream))) return &d->held;
+  ca_queue_t *q = sync ? ca_legacyq_free_queue(d) : NULL;   /* all work is one FIFO */
+  if (q) return q;
   if (unsure || (sync && ca_config.free_mode == CA_FREE_DEVICE)) return &d->epoch;
-  ca_queue_t *q = sync ? ca_queue_of_block(d, b) : ca_queue_find(d, stream, true);
+  q = sync ? ca_queue_of_block(d, b) : ca_queue_find(d, stream, true);
   return q ? q : &d->epoch;
 }
 
@@ -236,6 +240,7 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
   if (exited()) return CUDA_SUCCESS;
   if (!ca_state.be) return CUDA_ERROR_NOT_FOUND;
   uintptr_t p = (uintptr_t)ptr;
+  ca_legacyq_saw(sync ? CA_STREAM_LEGACY : stream);   /* before the lock: it may end the mode */
   ca_device_t *d = ca_device_lock_owner(p);
   if (!d) return CUDA_ERROR_NOT_FOUND;
   /* A bad stream changes nothing: the block stays the program's. One the

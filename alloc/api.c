@@ -114,13 +114,15 @@ int cudalloc_check(void) {
 
 static void step_device(ca_device_t *d, void *arg) {
   ca_trace_mem(d, CA_EV_STEP, *(const uint64_t *)arg, 0);
-  ca_fences_seal(d);
+  ca_fences_seal_epoch(d);
   ca_fences_poll(d);
   ca_oom_on_step(d);
 }
 
 /* A step ends: frees that completed are returned first, so that the
- * creep sample describes the step's settled state. The event log numbers
+ * creep sample describes the step's settled state. Only cudaFree's queue
+ * is sealed: a stream reuses its own queue's blocks with no event, and a
+ * slow path seals the rest when it needs them. The event log numbers
  * the marks from 1: the count after this one. */
 static void end_step(int source) {
   uint64_t mark = ca_step_mark();

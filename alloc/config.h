@@ -23,6 +23,8 @@ typedef enum { CA_TRACK_OFF, CA_TRACK_CALLER, CA_TRACK_STACK, CA_TRACK_PYTHON, C
 typedef enum { CA_SUMMARY_ALL, CA_SUMMARY_RANK0 } ca_summary_t;
 /* What ends a step besides cudalloc_step(): nothing, or each cudaDeviceSynchronize. */
 typedef enum { CA_STEP_ON_API, CA_STEP_ON_SYNC } ca_step_on_t;
+/* Where cudaFree'd blocks wait while only the legacy stream is used (legacyq.c). */
+typedef enum { CA_LEGACYQ_AUTO, CA_LEGACYQ_OFF } ca_legacyq_t;
 
 #define CA_CONFIG_PATH_MAX 256
 #define CA_CONFIG_NAME_MAX 16
@@ -38,6 +40,7 @@ typedef struct ca_config_s {
   bool wait_before_growing;     /* wait for pending frees before growing past the slack (slack.c) */
   ca_free_mode_t free_mode;
   ca_free_mode_t torch_free;    /* PyTorch's pluggable free: device (default) or stream */
+  ca_legacyq_t legacy_queue;    /* cudaFree'd blocks in the legacy stream's queue while no other stream is seen */
   ca_track_t track;
   unsigned track_depth;         /* frames kept with track:stack, python, backtrace */
   unsigned leak_exit_code;      /* exit status when blocks are live at exit; 0: the program's */

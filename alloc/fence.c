@@ -310,6 +310,11 @@ void ca_fences_seal(ca_device_t *d) {
   seal(d, &d->epoch);
 }
 
+void ca_fences_seal_epoch(ca_device_t *d) {
+  if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) return;
+  seal(d, &d->epoch);
+}
+
 /* Queries the fence's remaining events, dropping the completed ones. A
  * fence that awaits a synchronization is complete only when that returns. */
 static bool fence_done(ca_device_t *d, ca_fence_t *f) {

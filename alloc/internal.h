@@ -28,6 +28,7 @@
  *   pool
  *   slack
  *   device
+ *   legacyq
  *   pinned_chunks
  *   pinned
  *   stats check leaks holdings
@@ -53,6 +54,7 @@
  *   slack      waiting for pending frees before growing past the slack
  *   tcache     the per-thread front cache of small stream-ordered frees
  *   device     devices, locks, ca_ready            stats   derived statistics
+ *   legacyq    cudaFree'd blocks in the legacy stream's queue while no other stream is used
  *   pinned_chunks  the pinned arena's extent hooks and chunks
  *   pinned     pinned host memory (cudaHostAlloc): blocks, copies in flight
  *   jemalloc_private  the private jemalloc's API (ca_je_*)
@@ -86,6 +88,7 @@
 #include "fence.h"
 #include "holdings.h"
 #include "leaks.h"
+#include "legacyq.h"
 #include "lifecycle.h"
 #include "oom.h"
 #include "pages.h"

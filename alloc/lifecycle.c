@@ -7,6 +7,7 @@
 #include "demand.h"
 #include "device.h"
 #include "fence.h"
+#include "legacyq.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "oom.h"
@@ -155,6 +156,7 @@ void cudalloc_shutdown(void) {
   ca_oom_forget(false);
   ca_streams_forget(false);
   ca_streamdev_forget();
+  ca_legacyq_reset();
   config_loaded = false;
   memset(&ca_state, 0, sizeof ca_state);
 #ifdef CA_TESTING
@@ -181,6 +183,7 @@ void ca_fork_child(void) {
   ca_tcache_forget_after_fork();
   ca_streams_forget(true);
   ca_streamdev_forget();
+  ca_legacyq_reset();
   memset(&ca_state, 0, sizeof ca_state);
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   init_lock = fresh;
@@ -226,6 +229,7 @@ CUresult ca_device_reset(int dev) {
 CUresult ca_stream_created(ca_stream_t stream, bool nonblocking) {
   CUresult rc = ca_init(NULL);
   if (rc || ca_stream_is_default(stream)) return rc;
+  ca_legacyq_end();   /* work on it is not ordered by the legacy stream */
   int dev;
   ca_device_t *d;
   ca_streamdev_forget();   /* a new stream may reuse the value of one destroyed unseen */
@@ -266,7 +270,12 @@ static void release_held(ca_device_t *d, void *arg) {
   ca_queue_open_to_epoch(d, &d->held);
 }
 
-void ca_capture_begin(void) { __atomic_add_fetch(&ca_state.captures, 1, __ATOMIC_ACQ_REL); }
+/* Only a stream other than the legacy one captures: the legacy queue's
+ * mode ends, without a synchronization now that a capture is underway. */
+void ca_capture_begin(void) {
+  __atomic_add_fetch(&ca_state.captures, 1, __ATOMIC_ACQ_REL);
+  ca_legacyq_end();
+}
 
 void ca_capture_end(void) {
   int n = __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE);
@@ -294,6 +303,7 @@ CUresult ca_peer_access_enabled(int dev, int peer) {
   if (rc) return rc;
   if (dev < 0 || dev >= ca_state.ndevices || dev == peer) return CUDA_ERROR_INVALID_DEVICE;
   if ((rc = ca_device_get(peer, &d))) return rc;
+  ca_legacyq_end();   /* dev's kernels on peer's memory are not in peer's legacy FIFO */
   pthread_mutex_lock(&d->lock);
   bool known = d->peers >> dev & 1;
   d->peers |= 1ull << dev;   /* later maps grant it, even if a grant below fails */

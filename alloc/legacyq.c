@@ -1,0 +1,110 @@
+/* The legacy queue: zero driver calls for cudaFree'd memory in a
+ * single-stream program.
+ *
+ * cudaFree promises that a freed block is reused only once all device work
+ * issued before the free has completed, and cudalloc keeps that promise
+ * with an event on the legacy stream (and one on each non-blocking stream)
+ * that must be recorded and queried before the block goes back to the pool.
+ * While the program has used no stream but the legacy one, every piece of
+ * work on the device is in one FIFO: whatever uses a block next is issued
+ * on the legacy stream after the free, so it cannot start before the work
+ * that used the block last. So, in that mode, a cudaFree'd block waits in
+ * the legacy stream's queue, and an allocation that is not stream-ordered
+ * (cudaMalloc) takes blocks from that queue too, as an allocation ordered
+ * on the legacy stream: no event at all.
+ *
+ * The mode holds only while nothing else can run work on the device:
+ *   - a stream is created (the shim reports every creation, runtime and
+ *     driver), or a handle other than the legacy one reaches cudalloc (a
+ *     stream made before the preload or through a path not intercepted, a
+ *     per-thread default stream, cudaStreamPerThread);
+ *   - a second host thread allocates or frees: with --default-stream
+ *     per-thread each thread's stream 0 is a stream of its own, which the
+ *     calls cudaMalloc and cudaFree do not name;
+ *   - another device may touch the memory (peer access), or a capture
+ *     begins (only a stream other than the legacy one can capture).
+ * Then the mode ends for good: the legacy queue's open blocks go under
+ * cudaFree's fence (the epoch), and each device is synchronized once,
+ * which proves complete the earlier work on the blocks that cudaMalloc took
+ * from that queue: the program may now use them on the new stream.
+ *
+ * What this cannot see: a thread that never allocates or frees yet runs
+ * work on its own per-thread stream, or a stream whose handle never reaches
+ * cudalloc, used before the mode ends. legacy_queue:off keeps cudaFree's
+ * events for such programs (docs/configuration.md). */
+#include "legacyq.h"
+
+#include "device.h"
+#include "fence.h"
+
+static bool ended;            /* atomic: the mode is over for this process */
+static uint64_t owner;        /* atomic: the tag of the one thread seen, 0 none yet */
+static uint64_t next_tag;     /* atomic */
+
+static uint64_t my_tag(void) {
+  static __thread uint64_t tag;
+  if (!tag) tag = __atomic_add_fetch(&next_tag, 1, __ATOMIC_RELAXED);
+  return tag;
+}
+
+static bool active(void) {
+  return ca_config.legacy_queue == CA_LEGACYQ_AUTO && !__atomic_load_n(&ended, __ATOMIC_ACQUIRE);
+}
+
+static bool is_legacy(ca_stream_t s) { return s == NULL || s == CA_STREAM_LEGACY; }
+
+void ca_legacyq_saw(ca_stream_t stream) {
+  if (!active()) return;
+  if (!is_legacy(stream)) {
+    ca_legacyq_end();
+    return;
+  }
+  uint64_t me = my_tag(), seen = __atomic_load_n(&owner, __ATOMIC_ACQUIRE);
+  if (seen == me) return;
+  if (!seen && __atomic_compare_exchange_n(&owner, &seen, me, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
+  if (seen != me) ca_legacyq_end();
+}
+
+ca_stream_t ca_legacyq_alloc_stream(bool ordered, ca_stream_t stream) {
+  ca_legacyq_saw(ordered ? stream : CA_STREAM_LEGACY);
+  if (ordered) return ca_stream_normal(stream);
+  return active() ? CA_STREAM_LEGACY : NULL;
+}
+
+/* Read under d's lock, as ca_legacyq_end moves the queue's blocks under
+ * it: a block filed here is either moved by the end or filed after it. */
+ca_queue_t *ca_legacyq_free_queue(ca_device_t *d) {
+  return active() ? ca_queue_find(d, CA_STREAM_LEGACY, true) : NULL;
+}
+
+/* The legacy queue's open blocks wait like cudaFree's; then every open
+ * batch waits for the synchronization below (none during a capture). */
+static uint64_t end_begin(ca_device_t *d) {
+  ca_queue_t *q = ca_queue_find(d, CA_STREAM_LEGACY, false);
+  if (q) ca_queue_open_to_epoch(d, q);
+  return ca_fences_sync_begin(d);
+}
+
+void ca_legacyq_end(void) {
+  /* the planted fault: the mode outlives what breaks its FIFO */
+  if (CA_DEBUG(legacyq_outlive_streams)) return;
+  if (ca_config.legacy_queue != CA_LEGACYQ_AUTO || __atomic_exchange_n(&ended, true, __ATOMIC_ACQ_REL)) return;
+  if (!ca_ready()) return;
+  for (int i = 0; i < ca_state.ndevices; i++) {
+    ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
+    if (!d) continue;
+    pthread_mutex_lock(&d->lock);
+    uint64_t token = d->ready ? end_begin(d) : 0;
+    pthread_mutex_unlock(&d->lock);
+    if (!token) continue;
+    bool ok = CA_CALL(d, backend_sync, ca_state.be->device_sync(d->ordinal)) == CUDA_SUCCESS;
+    pthread_mutex_lock(&d->lock);
+    if (d->ready) ca_fences_sync_end(d, token, ok);
+    pthread_mutex_unlock(&d->lock);
+  }
+}
+
+void ca_legacyq_reset(void) {
+  __atomic_store_n(&ended, false, __ATOMIC_RELEASE);
+  __atomic_store_n(&owner, 0, __ATOMIC_RELEASE);
+}

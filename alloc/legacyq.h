@@ -1,0 +1,30 @@
+/* "legacyq.c": while the program has used no stream but the legacy one,
+ * cudaFree'd blocks wait in the legacy stream's queue (legacy_queue:auto). */
+#ifndef CUDALLOC_LEGACYQ_H
+#define CUDALLOC_LEGACYQ_H
+
+#include "types.h"
+
+/* The stream an allocation takes pending blocks of (called before any
+ * device lock): a stream-ordered one's own (NULL normalized to the legacy
+ * stream, and noted as by ca_legacyq_saw); for one that is not
+ * stream-ordered, the legacy stream while the mode holds, else NULL (free
+ * blocks only). */
+ca_stream_t ca_legacyq_alloc_stream(bool ordered, ca_stream_t stream);
+/* The program used stream from the calling thread (called before any
+ * device lock): a stream other than the legacy one, or a second thread
+ * (whose default stream may be a per-thread one), ends the mode. */
+void ca_legacyq_saw(ca_stream_t stream);
+/* Something the legacy stream does not order has appeared (a stream, a
+ * peer device, a capture): the mode ends for good. The legacy queue's
+ * open blocks go under cudaFree's fence, and every device is
+ * synchronized once (outside a capture), which proves complete the work
+ * on the blocks handed out of that queue before. No device locked. */
+void ca_legacyq_end(void);
+/* The queue cudaFree'd block waits in while the mode holds (d locked);
+ * NULL otherwise. */
+ca_queue_t *ca_legacyq_free_queue(ca_device_t *d);
+/* Back to the start (shutdown, fork child). */
+void ca_legacyq_reset(void);
+
+#endif /* CUDALLOC_LEGACYQ_H */
