@@ -79,6 +79,16 @@ static inline cudalloc_stats_t stats0(void) {
   return s;
 }
 
+/* Seals every queue with open blocks and polls, as a slow path does
+ * (cudalloc_step seals only cudaFree's queue, the epoch). */
+static inline void seal_and_poll(void) {
+  ca_device_t *d = dev0();
+  pthread_mutex_lock(&d->lock);
+  ca_fences_seal(d);
+  ca_fences_poll(d);
+  pthread_mutex_unlock(&d->lock);
+}
+
 #define CHECK_CONSISTENT() cr_assert_eq(cudalloc_check(), 0, "cudalloc_check() found a broken invariant")
 
 /* Memory-changing backend calls: what "zero backend calls" counts. */

@@ -8,7 +8,7 @@ static void sim_only(void) { SKIP_ON_CUDA("injected faults and a small capacity"
 TestSuite(core_faults, .init = sim_only, .fini = core_fini);
 
 Test(core_faults, ladder_waits_for_pending_frees_before_failing) {
-  core_start("sim_capacity_mb:16,sim_events:manual");
+  core_start("sim_capacity_mb:16,sim_events:manual,legacy_queue:off");   /* cudaFree's fence, as in a program with more than the legacy stream (legacy_queue:off) */
   void *a, *b;
   cr_assert_eq(cudalloc_malloc(&a, 12 * MiB, 0), cudaSuccess);
   cudalloc_free_sync(a);   /* pending: the legacy stream never completes by itself */
@@ -127,7 +127,8 @@ Test(core_faults, every_backend_op_failing_at_a_random_call, .timeout = 300) {
     for (int round = 0; round < 3; round++) {
       char conf[128];
       unsigned k = op == CA_OP_reserve ? 1 : 1 + (unsigned)(rng_next(&rng) % 4);
-      snprintf(conf, sizeof conf, "sim_capacity_mb:64,sim_events:manual,sim_fail:%s@%u", ops[i], k);
+      /* legacy_queue:off: cudaFree'd blocks wait for events, so that event calls are many */
+      snprintf(conf, sizeof conf, "sim_capacity_mb:64,sim_events:manual,legacy_queue:off,sim_fail:%s@%u", ops[i], k);
       core_start(conf);
       ooms += churn_diagnosed(rng_next(&rng), 400);
       assert_no_leaked_handle();
@@ -176,7 +177,7 @@ Test(core_faults, a_failed_device_setup_is_retried) {
 
 Test(core_faults, a_wait_that_keeps_failing_ends_in_out_of_memory, .init = cr_redirect_stderr, .timeout = 20) {
   SKIP_ON_CUDA("injected faults");
-  core_start("sim_capacity_mb:16,sim_events:manual");
+  core_start("sim_capacity_mb:16,sim_events:manual,legacy_queue:off");   /* cudaFree's fence, as in a program with more than the legacy stream (legacy_queue:off) */
   void *a, *b;
   cr_assert_eq(cudalloc_malloc(&a, 12 * MiB, 0), cudaSuccess);
   cudalloc_free_sync(a);

@@ -184,7 +184,9 @@ Test(core_stream_regressions, a_stream_that_cannot_be_placed_is_fenced_conservat
  * waiting for the legacy stream ("cudaMalloc got a block with work
  * pending"). */
 Test(core_stream_regressions, cudaMalloc_takes_only_completed_blocks) {
-  core_start("sim_events:manual");
+  /* legacy_queue:off: the program may have a non-blocking stream (with the
+   * legacy queue, none exists yet: test_core_legacy_queue.c) */
+  core_start("sim_events:manual,legacy_queue:off");
   void *p = alloc_sync(3 * MiB);
   ca_event_t work = work_on(0, CA_STREAM_LEGACY);
   cr_assert_eq(cudalloc_free(p, NULL), cudaSuccess);   /* cudaFreeAsync(p, 0) */
@@ -248,9 +250,9 @@ Test(core_stream_regressions, frees_on_bad_handles_are_refused_and_keep_the_bloc
   cr_assert_eq(cudalloc_free(p, (cudaStream_t)gone), cudaErrorInvalidResourceHandle);
   cr_assert_eq(stats0().num_live_blocks.current, 1, "the block is still the program's");
   cr_assert_eq(cudalloc_free(p, NULL), cudaSuccess, "and a good free of it works");
-  cudalloc_step();
+  seal_and_poll();
   ca_sim_complete_all();
-  cudalloc_step();
+  seal_and_poll();
   cr_assert_eq(stats0().active_bytes.current, 0, "nothing is left pending");
   CHECK_CONSISTENT();
 }

@@ -110,7 +110,7 @@ Test(core_streams, no_head_of_line_blocking) {
   void *pa = alloc_on(4 * MiB, a), *pb = alloc_on(4 * MiB, b);
   cudalloc_free(pa, (cudaStream_t)a);
   cudalloc_free(pb, (cudaStream_t)b);
-  cudalloc_step();                 /* seal both */
+  seal_and_poll();                 /* seal both */
   ca_sim_stream_complete(b);       /* a stays busy */
   void *got = alloc_on(4 * MiB, c);
   cr_assert_eq(got, pb, "b's block is free although a's older one is still pending");

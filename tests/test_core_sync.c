@@ -8,6 +8,10 @@
 
 TestSuite(core_sync, .fini = core_fini);
 
+/* Every test here is about cudaFree's fence, which a program with a
+ * stream besides the legacy one gets: legacy_queue:off (with the legacy
+ * queue, test_core_legacy_queue.c, no block waits at all). */
+
 static void sim_only(void) { SKIP_ON_CUDA("the simulated device's kernels are touches"); }
 
 static int64_t event_calls(void) {
@@ -31,7 +35,7 @@ static void *freed_in_flight(size_t size) {
 }
 
 Test(core_sync, a_device_synchronization_returns_freed_blocks_with_no_event, .init = sim_only) {
-  core_start("sim_events:manual");
+  core_start("sim_events:manual,legacy_queue:off");
   void *p = freed_in_flight(4 << 20);
   int64_t calls = event_calls();
   ca_sync_token_t t = ca_device_sync_begin();
@@ -49,7 +53,7 @@ Test(core_sync, a_device_synchronization_returns_freed_blocks_with_no_event, .in
 /* Before the synchronization returns, a slow path polls: the filed block
  * must not come back (its kernel still runs). */
 static uint64_t violations_when_polled_during_sync(bool break_guard) {
-  core_start("sim_events:manual");
+  core_start("sim_events:manual,legacy_queue:off");
   ca_debug.sync_fences_done_early = break_guard;
   void *p = freed_in_flight(4 << 20);
   ca_sync_token_t t = ca_device_sync_begin();
@@ -82,7 +86,7 @@ Test(core_sync, the_oracle_catches_a_filed_block_taken_early, .init = sim_only) 
 /* A synchronization that failed proves nothing: the block waits for the
  * events of the next seal, which complete with its kernel. */
 Test(core_sync, a_failed_synchronization_proves_nothing, .init = sim_only) {
-  core_start("sim_events:manual");
+  core_start("sim_events:manual,legacy_queue:off");
   void *p = freed_in_flight(4 << 20);
   ca_sync_token_t t = ca_device_sync_begin();
   ca_device_sync_end(t, false);
@@ -104,7 +108,7 @@ Test(core_sync, a_failed_synchronization_proves_nothing, .init = sim_only) {
  * apart: pending neighbours on one stream merge, and the merged block
  * would wait for the later free). */
 Test(core_sync, only_what_was_freed_before_the_synchronization_is_released, .init = sim_only) {
-  core_start("sim_events:manual");
+  core_start("sim_events:manual,legacy_queue:off");
   ca_stream_t s = test_stream(true);
   void *a, *x, *b;
   cr_assert_eq(cudalloc_malloc(&a, 1 << 20, (cudaStream_t)s), cudaSuccess);

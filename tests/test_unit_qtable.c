@@ -64,15 +64,15 @@ static uint64_t visits_with_64_streams(bool visit_all) {
     cr_assert_eq(cudalloc_malloc(&p, 4096, (cudaStream_t)s[i]), cudaSuccess);
     cr_assert_eq(cudalloc_free(p, (cudaStream_t)s[i]), cudaSuccess);
   }
-  cudalloc_step();          /* every queue sealed */
+  seal_and_poll();          /* every queue sealed */
   ca_sim_complete_all();
-  cudalloc_step();          /* and released: nothing is left to seal or poll */
+  seal_and_poll();          /* and released: nothing is left to seal or poll */
   uint64_t before = ca_debug.queue_visits;
   for (int i = 0; i < 10; i++) {
     void *p = NULL;
     cr_assert_eq(cudalloc_malloc(&p, 4096, (cudaStream_t)s[0]), cudaSuccess);
     cr_assert_eq(cudalloc_free(p, (cudaStream_t)s[0]), cudaSuccess);
-    cudalloc_step();        /* seal and poll, as a slow path does */
+    seal_and_poll();        /* as a slow path does */
     ca_sim_complete_all();
   }
   CHECK_CONSISTENT();
