@@ -200,6 +200,36 @@ Test(workload, fifty_steps_pass_on_the_simulated_device, .timeout = 240) {
   cr_expect(strstr(r.err, "cudalloc: peak allocated on device 0: "), "the peak report:\n%s", r.err);
 }
 
+/* The line of cudalloc's exit summary that starts with label, cut at the
+ * end of the line ("" when missing). */
+static char *summary_line(const run_t *r, const char *label) {
+  const char *at = strstr(r->err, label);
+  if (!at) return keep(strdup(""));
+  return keep(strndup(at, strcspn(at, "\n")));
+}
+
+/* A single-stream cudaMalloc/cudaFree program (the workload uses only the
+ * legacy stream, with one cudaDeviceSynchronize per step): every backend
+ * call and every slow path it makes is made in the first 10 steps, so a run
+ * of 10 steps and a longer one end with the same counts (the exit summary
+ * counts allocations' slow paths and waits, and the backend's calls:
+ * memory calls and event records). Before the legacy queue (as with
+ * legacy_queue:off now) this failed: the 30-step run made more slow
+ * paths, event records and page calls than the 10-step run. */
+Test(workload, no_backend_call_and_no_slow_path_after_the_warm_up, .timeout = 240) {
+  char steps[16];
+  snprintf(steps, sizeof steps, "%d", short_steps());
+  run_t warm, longer;
+  run(&warm, "workload", "backend:sim", (const char *const[]){"--steps", "10", "--svg", "/dev/null", NULL});
+  run(&longer, "workload", "backend:sim", (const char *const[]){"--steps", steps, "--svg", "/dev/null", NULL});
+  const char *labels[] = {"slow paths ", "backend calls: "};
+  for (int i = 0; i < 2; i++) {
+    char *a = summary_line(&warm, labels[i]), *b = summary_line(&longer, labels[i]);
+    cr_expect(*a, "no \"%s\" in the summary:\n%s", labels[i], warm.err);
+    cr_expect_str_eq(a, b, "10 steps: %s\n%s steps: %s", a, steps, b);
+  }
+}
+
 Test(workload, leak_every_fails_naming_the_creep, .timeout = 240) {
   run_t r;
   char steps[16], *svg = svg_path("leak");
