@@ -5,6 +5,7 @@
 #include "creep.h"
 #include "device.h"
 #include "fence.h"
+#include "legacyq.h"
 #include "log.h"
 #include "oom.h"
 #include "pages.h"
@@ -152,13 +153,24 @@ ca_sync_token_t ca_device_sync_begin(void) {
   return t;
 }
 
-void ca_device_sync_end(ca_sync_token_t t, bool ok) {
+void ca_stream_sync_end(ca_sync_token_t t, bool ok) {
   ca_device_t *d = t.seq ? lock_ready(t.dev) : NULL;
   if (d) {
     ca_fences_sync_end(d, t.seq, ok);
     pthread_mutex_unlock(&d->lock);
   }
+}
+
+void ca_device_sync_end(ca_sync_token_t t, bool ok) {
+  ca_stream_sync_end(t, ok);
   if (ok && ca_config.step_on == CA_STEP_ON_SYNC && ca_ready()) end_step(CA_MARK_SYNC);
+}
+
+/* All the device's work is on the legacy stream (legacyq.c): waiting for
+ * it is waiting for the device. */
+ca_sync_token_t ca_stream_sync_begin(ca_stream_t stream) {
+  if (!ca_legacyq_sync_proves(stream)) return (ca_sync_token_t){.dev = -1};
+  return ca_device_sync_begin();
 }
 
 cudaError_t cudalloc_trace_dump(const char *path) {

@@ -108,6 +108,11 @@ void ca_legacyq_end(void) {
   }
 }
 
+bool ca_legacyq_sync_proves(ca_stream_t stream) {
+  ca_legacyq_saw(stream);   /* another thread's stream 0 may be its own */
+  return is_legacy(stream) && active();
+}
+
 void ca_legacyq_reset(void) {
   __atomic_store_n(&ended, false, __ATOMIC_RELEASE);
   __atomic_store_n(&owner, 0, __ATOMIC_RELEASE);

@@ -24,6 +24,9 @@ void ca_legacyq_end(void);
 /* The queue cudaFree'd block waits in while the mode holds (d locked);
  * NULL otherwise. */
 ca_queue_t *ca_legacyq_free_queue(ca_device_t *d);
+/* true when synchronizing stream proves complete all work issued before
+ * on the device: the mode holds, and stream is the legacy one. */
+bool ca_legacyq_sync_proves(ca_stream_t stream);
 /* Back to the start (shutdown, fork child). */
 void ca_legacyq_reset(void);
 

@@ -134,6 +134,12 @@ typedef struct {
 } ca_sync_token_t;
 ca_sync_token_t ca_device_sync_begin(void);
 void ca_device_sync_end(ca_sync_token_t t, bool ok);
+/* The same around a synchronization of stream (cudaStreamSynchronize),
+ * which proves as much only while the legacy stream is the only one
+ * (legacy_queue:auto, and stream is the legacy one): otherwise the token
+ * says nothing was filed. It ends no step. */
+ca_sync_token_t ca_stream_sync_begin(ca_stream_t stream);
+void ca_stream_sync_end(ca_sync_token_t t, bool ok);
 
 /* Drops every pool of dev (cudaDeviceReset): live blocks are forgotten. */
 CUresult ca_device_reset(int dev);

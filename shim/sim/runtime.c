@@ -71,9 +71,18 @@ CA_EXPORT cudaError_t cudaDeviceSynchronize(void) {
   return err;
 }
 
-CA_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+static cudaError_t stream_synchronize(cudaStream_t stream) {
   CA_SIM_OR_REAL(cudaStreamSynchronize, stream);
   return ca_rt_result(be->stream_sync(stream));
+}
+
+/* On CUDA too: while the legacy stream is the only one, synchronizing it
+ * proves every earlier free's work complete, as cudaDeviceSynchronize. */
+CA_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  ca_sync_token_t t = ca_stream_sync_begin(stream);
+  cudaError_t err = stream_synchronize(stream);
+  ca_stream_sync_end(t, err == cudaSuccess);
+  return err;
 }
 
 CA_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
