@@ -24,3 +24,36 @@ Test(sim_preload, auto_mode_has_nothing_pending) {
   shim_assert_ok(r, "oracle_race");
   shim_assert_lacks(r, "reuse oracle");
 }
+
+/* tests/progs/legacy_queue.c through the shim: a single-stream
+ * cudaMalloc/cudaFree loop whose fills still run makes no event call
+ * after its warm-up (legacy_queue:auto), the shim's stream creation ends
+ * the mode with one synchronization, and the same loop then waits for
+ * events; the oracle, watching the fills, reports nothing. */
+Test(sim_preload, a_single_stream_loop_makes_no_event_call_until_a_stream_appears) {
+  shim_run_t *r = shim_prog("legacy_queue", NULL, "backend:sim,sim_events:lag");
+  shim_assert_ok(r, "legacy_queue");
+  shim_assert_lacks(r, "reuse oracle");
+  long long single = -1, at_creation = -1, two = -1;
+  const char *a = strstr(r->out, "single-stream event calls ");
+  const char *b = strstr(r->out, "synchronizations at the stream's creation ");
+  const char *c = strstr(r->out, "two-stream event calls ");
+  cr_assert(a && b && c, "%s", r->out);
+  single = atoll(a + strlen("single-stream event calls "));
+  at_creation = atoll(b + strlen("synchronizations at the stream's creation "));
+  two = atoll(c + strlen("two-stream event calls "));
+  cr_assert_eq(single, 0, "event calls in steps 5..19 on the legacy stream alone:\n%s", r->out);
+  cr_assert_eq(at_creation, 1, "%s", r->out);
+  cr_assert_gt(two, 0, "cudaFree waits for events again:\n%s", r->out);
+}
+
+/* legacy_queue:off: the same loop pays events from the start (the loop
+ * before the legacy queue). */
+Test(sim_preload, with_legacy_queue_off_the_loop_makes_event_calls) {
+  shim_run_t *r = shim_prog("legacy_queue", NULL, "backend:sim,sim_events:lag,legacy_queue:off");
+  shim_assert_ok(r, "legacy_queue");
+  shim_assert_lacks(r, "reuse oracle");
+  const char *a = strstr(r->out, "single-stream event calls ");
+  cr_assert_not_null(a, "%s", r->out);
+  cr_assert_gt(atoll(a + strlen("single-stream event calls ")), 0, "%s", r->out);
+}
