@@ -19,8 +19,9 @@ void memstats_read(memstats_t *out);
 /* Starts a new within-step peak. cudalloc's own peaks are left alone: they
  * are the run's, which its reports use. */
 void memstats_reset_peak(void);
-/* Tells cudalloc that a training step ended (cudalloc_step: it seals the
- * step's frees, so that the statistics read next are settled), if present. */
+/* Tells cudalloc that a training step ended (cudalloc_step: it settles
+ * what it can of the step's frees before the statistics are read), if
+ * present. */
 void memstats_step(void);
 
 #endif /* KERNELS_MEMSTATS_H */

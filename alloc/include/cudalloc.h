@@ -108,9 +108,11 @@ CUDALLOC_API int cudalloc_owns(const void *ptr);
  * requested size). cudaErrorInvalidValue when ptr is not inside one. */
 CUDALLOC_API cudaError_t cudalloc_get_address_range(const void *ptr, void **base, size_t *size);
 
-/* Marks the end of a training step: records the events of pending frees
- * and returns completed ones to the cache, so that statistics read next
- * describe the step's settled state. */
+/* Marks the end of a training step: records the events of cudaFree's
+ * pending frees and returns completed frees to the cache, so that
+ * statistics read next describe the step's settled state. Blocks freed on
+ * a stream stay with it (it reuses them with no event); an allocation
+ * that needs them elsewhere records their events then. */
 CUDALLOC_API void cudalloc_step(void);
 
 /* The event log (CUDALLOC_CONF=trace:PATH; docs/trace.md). With
