@@ -253,6 +253,8 @@ static void stream_gone(ca_device_t *d, void *stream) {
   ca_queue_stream_gone(d, stream);
 }
 
+void ca_stream_used(ca_stream_t stream) { ca_legacyq_saw(stream); }
+
 void ca_stream_destroyed(ca_stream_t stream) {
   if (ca_stream_is_default(stream)) return;
   ca_stream_forget_deferred(stream);

@@ -84,6 +84,7 @@ static cudaError_t copy_async(void *dst, const void *src, size_t n, enum cudaMem
 CA_EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
                                       cudaStream_t stream) {
   CA_ENTER(CA_REAL_RT(cudaMemcpyAsync, dst, src, n, kind, stream));
+  ca_stream_used(stream);   /* before the copy is issued */
   cudaError_t real = ca_shim_sim() ? cudaSuccess : CA_REAL_RT(cudaMemcpyAsync, dst, src, n, kind, stream);
   return copy_async(dst, src, n, kind, stream, real, CA_CALLER);
 }
@@ -91,6 +92,7 @@ CA_EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum
 CA_EXPORT cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
                                            cudaStream_t stream) {
   CA_ENTER(CA_REAL_RT(cudaMemcpyAsync_ptsz, dst, src, n, kind, stream));
+  ca_stream_used(ca_ptsz(stream));   /* before the copy is issued */
   cudaError_t real = ca_shim_sim() ? cudaSuccess : CA_REAL_RT(cudaMemcpyAsync_ptsz, dst, src, n, kind, stream);
   return copy_async(dst, src, n, kind, ca_ptsz(stream), real, CA_CALLER);
 }

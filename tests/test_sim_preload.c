@@ -57,3 +57,31 @@ Test(sim_preload, with_legacy_queue_off_the_loop_makes_event_calls) {
   cr_assert_not_null(a, "%s", r->out);
   cr_assert_gt(atoll(a + strlen("single-stream event calls ")), 0, "%s", r->out);
 }
+
+static long long figure(const shim_run_t *r, const char *label) {
+  const char *at = strstr(r->out, label);
+  cr_assert_not_null(at, "no \"%s\" in:\n%s", label, r->out);
+  return atoll(at + strlen(label));
+}
+
+/* A blocking copy to the host, with the legacy stream the only one: the
+ * block freed before it (its fill may still run before the copy) is free
+ * after it, and no event was recorded or queried. */
+Test(sim_preload, a_copy_to_the_host_settles_the_frees_before_it) {
+  shim_run_t *r = shim_prog("legacy_queue", "copy", "backend:sim,sim_events:manual");
+  shim_assert_ok(r, "legacy_queue");
+  shim_assert_lacks(r, "reuse oracle");
+  cr_assert_eq(figure(r, "pending before the copy "), 4 << 20, "%s", r->out);
+  cr_assert_eq(figure(r, ", after "), 0, "%s", r->out);
+  cr_assert_eq(figure(r, ", event calls "), 0, "%s", r->out);
+}
+
+/* cudaMemcpy_ptds is how a program built with --default-stream per-thread
+ * copies: per-thread streams are in use, and the mode ends there. */
+Test(sim_preload, a_per_thread_copy_ends_the_legacy_queue) {
+  shim_run_t *r = shim_prog("legacy_queue", "ptds", "backend:sim,sim_events:lag");
+  shim_assert_ok(r, "legacy_queue");
+  shim_assert_lacks(r, "reuse oracle");
+  cr_assert_eq(figure(r, "synchronizations at the per-thread copy "), 1, "%s", r->out);
+  cr_assert_gt(figure(r, "per-thread event calls "), 0, "%s", r->out);
+}

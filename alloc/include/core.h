@@ -99,6 +99,11 @@ CUresult ca_address_range(const void *ptr, void **base, size_t *size);
 CUresult ca_stream_created(ca_stream_t stream, bool nonblocking);
 /* Before the stream's handle becomes invalid. */
 void ca_stream_destroyed(ca_stream_t stream);
+/* A runtime call is about to issue work on stream or wait for it (a copy,
+ * a synchronization), from the calling thread: a stream other than the
+ * legacy one, or a second thread, ends the legacy queue's mode
+ * (alloc/legacyq.c) before the work is issued. */
+void ca_stream_used(ca_stream_t stream);
 
 /* Graph capture begins or ends on some stream: while any capture is
  * underway the allocator never blocks and never records events; frees are

@@ -86,6 +86,7 @@ CA_EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 }
 
 CA_EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream) {
+  ca_stream_used(ca_ptsz(stream));   /* stream 0 is the thread's own here */
   CA_SIM_OR_REAL(cudaStreamSynchronize_ptsz, stream);
   return ca_rt_result(be->stream_sync(ca_ptsz(stream)));
 }
@@ -156,12 +157,27 @@ static cudaError_t copy_sync(const ca_backend_t *be, ca_stream_t stream, void *d
   return cudaSuccess;
 }
 
-CA_EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
+static cudaError_t memcpy_legacy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
   CA_SIM_OR_REAL(cudaMemcpy, dst, src, n, kind);
   return copy_sync(be, CA_STREAM_LEGACY, dst, src, n, kind, CA_CALLER);
 }
 
+/* On CUDA too: a copy to the host returns once it has completed, after all
+ * the legacy stream's earlier work, which (while that stream is the only
+ * one) is a synchronization of the device for the frees before it. */
+CA_EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
+  bool proves = kind == cudaMemcpyDeviceToHost;
+  ca_sync_token_t t = proves ? ca_stream_sync_begin(CA_STREAM_LEGACY) : (ca_sync_token_t){.dev = -1};
+  if (!proves) ca_stream_used(CA_STREAM_LEGACY);
+  cudaError_t err = memcpy_legacy(dst, src, n, kind);
+  ca_stream_sync_end(t, err == cudaSuccess);
+  return err;
+}
+
+/* On CUDA too: a program built with --default-stream per-thread copies
+ * through here, which tells cudalloc that per-thread streams are in use. */
 CA_EXPORT cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind) {
+  ca_stream_used(CA_STREAM_PER_THREAD);
   CA_SIM_OR_REAL(cudaMemcpy_ptds, dst, src, n, kind);
   return copy_sync(be, CA_STREAM_PER_THREAD, dst, src, n, kind, CA_CALLER);
 }

@@ -6,7 +6,9 @@
  * non-blocking stream (the shim's cudaStreamCreateWithFlags tells
  * cudalloc, which ends the mode with one synchronization) and prints the
  * synchronizations that took, and the event calls of the same loop after
- * it. tests/test_sim_preload.c reads the figures and the oracle's silence. */
+ * it. "copy": a copy to the host settles the frees before it; "ptds": a
+ * per-thread copy ends the mode. tests/test_sim_preload.c reads the
+ * figures and the oracle's silence. */
 #include "progs.h"
 
 static long long events(void) {
@@ -40,7 +42,53 @@ static long long loop_events(int steps) {
   return events() - e0;
 }
 
-int main(void) {
+/* The runtime's per-thread copy, declared by its headers only for programs
+ * built with --default-stream per-thread. */
+extern __typeof__(cudaMemcpy) cudaMemcpy_ptds;
+
+static long long pending(void) {
+  cudalloc_stats_t s;
+  CHECK(cudalloc_stats_of(0, &s));
+  return (long long)(s.active_bytes.current - s.allocated_bytes.current);
+}
+
+/* A copy to the host waits for the legacy stream's earlier work: with no
+ * other stream, the frees before it settle with no event. */
+static int copy_settles(void) {
+  void *q, *p;
+  unsigned char back[64];
+  CUDA_OK(cudaMalloc(&q, sizeof back));
+  CUDA_OK(cudaMemsetAsync(q, 1, sizeof back, 0));
+  CUDA_OK(cudaMalloc(&p, 4 << 20));
+  CUDA_OK(cudaMemsetAsync(p, 2, 4 << 20, 0));
+  CUDA_OK(cudaFree(p));
+  long long before = pending(), e0 = events();
+  CUDA_OK(cudaMemcpy(back, q, sizeof back, cudaMemcpyDeviceToHost));
+  CHECK(back[0] == 1);
+  printf("legacy_queue: pending before the copy %lld, after %lld, event calls %lld\n", before, pending(),
+         events() - e0);
+  CUDA_OK(cudaFree(q));
+  printf("legacy_queue: ok\n");
+  return 0;
+}
+
+/* A copy of a program built for per-thread default streams ends the mode. */
+static int per_thread_copy_ends(void) {
+  void *q;
+  unsigned char back[64];
+  CUDA_OK(cudaMalloc(&q, sizeof back));
+  long long s0 = syncs();
+  CUDA_OK(cudaMemcpy_ptds(back, q, sizeof back, cudaMemcpyDeviceToHost));
+  printf("legacy_queue: synchronizations at the per-thread copy %lld\n", syncs() - s0);
+  printf("legacy_queue: per-thread event calls %lld\n", loop_events(20));
+  CUDA_OK(cudaFree(q));
+  printf("legacy_queue: ok\n");
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "copy") == 0) return copy_settles();
+  if (argc > 1 && strcmp(argv[1], "ptds") == 0) return per_thread_copy_ends();
   printf("legacy_queue: single-stream event calls %lld\n", loop_events(20));
   long long s0 = syncs();
   cudaStream_t s;
