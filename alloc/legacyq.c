@@ -15,12 +15,13 @@
  *
  * The mode holds only while nothing else can run work on the device:
  *   - a stream is created (the shim reports every creation, runtime and
- *     driver), or a handle other than the legacy one reaches cudalloc (a
- *     stream made before the preload or through a path not intercepted, a
- *     per-thread default stream, cudaStreamPerThread);
- *   - a second host thread allocates or frees: with --default-stream
- *     per-thread each thread's stream 0 is a stream of its own, which the
- *     calls cudaMalloc and cudaFree do not name;
+ *     driver), or a handle other than the legacy one reaches cudalloc in an
+ *     allocation, a free, an async copy or a synchronization (a stream made
+ *     before the preload or through a path not intercepted,
+ *     cudaStreamPerThread, the per-thread copy cudaMemcpy_ptds);
+ *   - a second host thread allocates, frees, copies or synchronizes: with
+ *     --default-stream per-thread each thread's stream 0 is a stream of its
+ *     own, which the calls cudaMalloc and cudaFree do not name;
  *   - another device may touch the memory (peer access), or a capture
  *     begins (only a stream other than the legacy one can capture).
  * Then the mode ends for good: the legacy queue's open blocks go under
@@ -28,8 +29,12 @@
  * which proves complete the earlier work on the blocks that cudaMalloc took
  * from that queue: the program may now use them on the new stream.
  *
- * What this cannot see: a thread that never allocates or frees yet runs
- * work on its own per-thread stream, or a stream whose handle never reaches
+ * While it holds, a synchronization of the legacy stream (or a copy to the
+ * host, which waits for it) proves complete all earlier work, as one of the
+ * device does (ca_legacyq_sync_proves).
+ *
+ * What this cannot see: a thread that never calls cudalloc yet runs work
+ * on its own per-thread stream, or a stream whose handle never reaches
  * cudalloc, used before the mode ends. legacy_queue:off keeps cudaFree's
  * events for such programs (docs/configuration.md). */
 #include "legacyq.h"
