@@ -413,7 +413,10 @@ Test(config, an_over_long_path_or_key_is_refused_in_one_short_line) {
   strcpy(conf + 1000, ":1");
   cr_assert_eq(parse(&cfg, conf, out, sizeof out), 1);
   cr_assert_eq(count_lines(out), 1);
-  cr_assert_lt(strlen(out), 700, "%zu bytes", strlen(out));
+  /* the key is cut; most of the line is the list of valid keys, which
+   * grows with every key (713 bytes with legacy_queue) */
+  cr_assert_not_null(strstr(out, "kkk...'"), "the key is not cut: %s", out);
+  cr_assert_lt(strlen(out), 1000, "longer than the key itself: %zu bytes", strlen(out));
 }
 
 Test(config, silent_without_an_output_stream) {
