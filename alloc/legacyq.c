@@ -16,9 +16,10 @@
  * The mode holds only while nothing else can run work on the device:
  *   - a stream is created (the shim reports every creation, runtime and
  *     driver), or a handle other than the legacy one reaches cudalloc in an
- *     allocation, a free, an async copy or a synchronization (a stream made
- *     before the preload or through a path not intercepted,
- *     cudaStreamPerThread, the per-thread copy cudaMemcpy_ptds);
+ *     allocation, a free, an async copy, a synchronization or a runtime
+ *     launch (a stream made before the preload or through a path not
+ *     intercepted, cudaStreamPerThread, the per-thread copies and launches
+ *     cudaMemcpy_ptds and cudaLaunchKernel_ptsz);
  *   - a second host thread allocates, frees, copies or synchronizes: with
  *     --default-stream per-thread each thread's stream 0 is a stream of its
  *     own, which the calls cudaMalloc and cudaFree do not name;
@@ -33,9 +34,9 @@
  * host, which waits for it) proves complete all earlier work, as one of the
  * device does (ca_legacyq_sync_proves).
  *
- * What this cannot see: a thread that never calls cudalloc yet runs work
- * on its own per-thread stream, or a stream whose handle never reaches
- * cudalloc, used before the mode ends. legacy_queue:off keeps cudaFree's
+ * What this cannot see: work issued where the shim is not (driver-API
+ * launches, a statically linked runtime) on a stream whose handle never
+ * reached cudalloc, before the mode ends. legacy_queue:off keeps cudaFree's
  * events for such programs (docs/configuration.md). */
 #include "legacyq.h"
 

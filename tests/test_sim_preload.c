@@ -85,3 +85,12 @@ Test(sim_preload, a_per_thread_copy_ends_the_legacy_queue) {
   cr_assert_eq(figure(r, "synchronizations at the per-thread copy "), 1, "%s", r->out);
   cr_assert_gt(figure(r, "per-thread event calls "), 0, "%s", r->out);
 }
+
+/* A kernel launched on cudaStreamPerThread (a program built with
+ * --default-stream per-thread launches all its kernels there) ends the
+ * legacy queue before it is issued: one synchronization. */
+Test(sim_preload, a_per_thread_launch_ends_the_legacy_queue) {
+  shim_run_t *r = shim_prog("legacy_queue", "launch", "backend:sim,sim_events:lag");
+  shim_assert_ok(r, "legacy_queue");
+  cr_assert_eq(figure(r, "synchronizations at the per-thread launch "), 1, "%s", r->out);
+}

@@ -6,7 +6,10 @@
  * returned success would let a program read results no kernel wrote.
  *
  * With CUDA, the runtime calls go to the real runtime, and the driver's
- * launchers are never replaced (symbols.h, CA_SYMS_SIM_DRIVER).
+ * launchers are never replaced (symbols.h, CA_SYMS_SIM_DRIVER). Either way
+ * a runtime launch tells the core its stream first: a kernel on a stream
+ * other than the legacy one (a per-thread stream included) ends the legacy
+ * queue's mode before it is issued (alloc/legacyq.c).
  */
 #include "sim_runtime.h"
 #include "log.h"
@@ -33,12 +36,14 @@ static CUresult drv_refused(const char *call) {
 
 CA_EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, void **args, size_t shared,
                                        cudaStream_t stream) {
+  ca_stream_used(stream);
   CA_SIM_ONLY(cudaLaunchKernel, func, grid, block, args, shared, stream);
   return rt_refused("cudaLaunchKernel");
 }
 
 CA_EXPORT cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 grid, dim3 block, void **args,
                                             size_t shared, cudaStream_t stream) {
+  ca_stream_used(ca_ptsz(stream));
   CA_SIM_ONLY(cudaLaunchKernel_ptsz, func, grid, block, args, shared, stream);
   return rt_refused("cudaLaunchKernel");
 }

@@ -7,7 +7,8 @@
  * cudalloc, which ends the mode with one synchronization) and prints the
  * synchronizations that took, and the event calls of the same loop after
  * it. "copy": a copy to the host settles the frees before it; "ptds": a
- * per-thread copy ends the mode. tests/test_sim_preload.c reads the
+ * per-thread copy ends the mode; "launch": so does a per-thread launch.
+ * tests/test_sim_preload.c reads the
  * figures and the oracle's silence. */
 #include "progs.h"
 
@@ -86,7 +87,29 @@ static int per_thread_copy_ends(void) {
   return 0;
 }
 
+/* A kernel launched on the per-thread stream (as a program built with
+ * --default-stream per-thread launches every kernel) ends the mode before
+ * it is issued. The simulated device runs no kernels: the launch fails,
+ * which is not what this checks. */
+static void no_kernel(void) {}
+
+static int per_thread_launch_ends(void) {
+  long long s0 = syncs();
+  void *args[1] = {NULL};
+  cudaError_t err = cudaLaunchKernel((const void *)no_kernel, (dim3){1, 1, 1}, (dim3){1, 1, 1}, args, 0,
+                                     cudaStreamPerThread);
+  (void)cudaGetLastError();
+  printf("legacy_queue: launch returned %d, synchronizations at the per-thread launch %lld\n", (int)err,
+         syncs() - s0);
+  printf("legacy_queue: ok\n");
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && strcmp(argv[1], "launch") == 0) {
+    one_step(0);   /* cudalloc started, the legacy queue in use */
+    return per_thread_launch_ends();
+  }
   if (argc > 1 && strcmp(argv[1], "copy") == 0) return copy_settles();
   if (argc > 1 && strcmp(argv[1], "ptds") == 0) return per_thread_copy_ends();
   printf("legacy_queue: single-stream event calls %lld\n", loop_events(20));
