@@ -240,7 +240,6 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
   if (exited()) return CUDA_SUCCESS;
   if (!ca_state.be) return CUDA_ERROR_NOT_FOUND;
   uintptr_t p = (uintptr_t)ptr;
-  ca_legacyq_saw(sync ? CA_STREAM_LEGACY : stream);   /* before the lock: it may end the mode */
   ca_device_t *d = ca_device_lock_owner(p);
   if (!d) return CUDA_ERROR_NOT_FOUND;
   /* A bad stream changes nothing: the block stays the program's. One the
@@ -266,13 +265,19 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
   return rc;
 }
 
+/* Both frees tell legacyq.c the stream and thread first (before any lock:
+ * that may end its mode), the front cache's frees too. */
 CUresult ca_free(void *ptr, ca_stream_t stream) {
   ca_demand_poll();
+  ca_legacyq_saw(stream);
   if (!exited() && ca_tcache_give(ptr, stream)) return CUDA_SUCCESS;   /* the thread's front cache: no lock */
   return free_block(ptr, stream, false);
 }
 
-CUresult ca_free_sync(void *ptr) { return free_block(ptr, CA_STREAM_LEGACY, true); }
+CUresult ca_free_sync(void *ptr) {
+  ca_legacyq_saw(CA_STREAM_LEGACY);
+  return free_block(ptr, CA_STREAM_LEGACY, true);
+}
 
 CUresult ca_free_torch(void *ptr, ca_stream_t stream) {
   return ca_config.torch_free == CA_FREE_STREAM ? ca_free(ptr, stream) : ca_free_sync(ptr);

@@ -317,3 +317,18 @@ Test(core_legacy_queue, a_legacy_synchronization_releases_no_other_stream_s_bloc
 Test(core_legacy_queue, the_oracle_catches_a_legacy_synchronization_trusted_past_a_new_stream) {
   cr_assert_eq(violations_after_a_legacy_synchronization(true), 1);
 }
+
+/* A small block freed on a stream never seen goes to the thread's front
+ * cache, without the device lock: the handle must end the mode all the
+ * same (before: the front cache took the free, and a cudaFree'd block was
+ * then reused with no event: "a cudaFree'd block with work pending is not
+ * handed out again" failed, and the reuse oracle reported the hand-out). */
+Test(core_legacy_queue, an_unseen_stream_in_a_front_cache_free_ends_the_mode) {
+  core_start("sim_events:manual");
+  ca_stream_t unseen;
+  cr_assert_eq(ca_sim_stream_create(&unseen, 1), CUDA_SUCCESS);
+  void *x = NULL;
+  cr_assert_eq(cudalloc_malloc(&x, 4096, 0), cudaSuccess);   /* cudaMallocAsync(x, 0): a front-cache size */
+  cr_assert_eq(cudalloc_free(x, (cudaStream_t)unseen), cudaSuccess);
+  assert_cudaFree_waits_again(unseen);
+}
