@@ -43,7 +43,7 @@
 #include "device.h"
 #include "fence.h"
 
-static bool ended;            /* atomic: the mode is over for this process */
+bool ca_legacyq_over;         /* atomic: the mode is over for this process, or off */
 static uint64_t owner;        /* atomic: the tag of the one thread seen, 0 none yet */
 static uint64_t next_tag;     /* atomic */
 
@@ -54,12 +54,16 @@ static uint64_t my_tag(void) {
 }
 
 static bool active(void) {
-  return ca_config.legacy_queue == CA_LEGACYQ_AUTO && !__atomic_load_n(&ended, __ATOMIC_ACQUIRE);
+  return ca_config.legacy_queue == CA_LEGACYQ_AUTO && !__atomic_load_n(&ca_legacyq_over, __ATOMIC_ACQUIRE);
 }
 
 static bool is_legacy(ca_stream_t s) { return s == NULL || s == CA_STREAM_LEGACY; }
 
-void ca_legacyq_saw(ca_stream_t stream) {
+void ca_legacyq_saw_slow(ca_stream_t stream) {
+  if (ca_config.legacy_queue != CA_LEGACYQ_AUTO) {   /* off: the hot path's test says so from now on */
+    if (ca_ready()) __atomic_store_n(&ca_legacyq_over, true, __ATOMIC_RELEASE);
+    return;
+  }
   if (!active()) return;
   if (!is_legacy(stream)) {
     ca_legacyq_end();
@@ -71,7 +75,7 @@ void ca_legacyq_saw(ca_stream_t stream) {
   if (seen != me) ca_legacyq_end();
 }
 
-ca_stream_t ca_legacyq_alloc_stream(bool ordered, ca_stream_t stream) {
+ca_stream_t ca_legacyq_alloc_stream_slow(bool ordered, ca_stream_t stream) {
   ca_legacyq_saw(ordered ? stream : CA_STREAM_LEGACY);
   if (ordered) return ca_stream_normal(stream);
   return active() ? CA_STREAM_LEGACY : NULL;
@@ -94,7 +98,8 @@ static uint64_t end_begin(ca_device_t *d) {
 void ca_legacyq_end(void) {
   /* the planted fault: the mode outlives what breaks its FIFO */
   if (CA_DEBUG(legacyq_outlive_streams)) return;
-  if (ca_config.legacy_queue != CA_LEGACYQ_AUTO || __atomic_exchange_n(&ended, true, __ATOMIC_ACQ_REL)) return;
+  if (ca_config.legacy_queue != CA_LEGACYQ_AUTO || __atomic_exchange_n(&ca_legacyq_over, true, __ATOMIC_ACQ_REL))
+    return;
   if (!ca_ready()) return;
   for (int i = 0; i < ca_state.ndevices; i++) {
     ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
@@ -120,6 +125,6 @@ bool ca_legacyq_sync_proves(ca_stream_t stream) {
 }
 
 void ca_legacyq_reset(void) {
-  __atomic_store_n(&ended, false, __ATOMIC_RELEASE);
+  __atomic_store_n(&ca_legacyq_over, false, __ATOMIC_RELEASE);
   __atomic_store_n(&owner, 0, __ATOMIC_RELEASE);
 }

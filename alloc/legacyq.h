@@ -5,16 +5,28 @@
 
 #include "types.h"
 
+/* Set once the mode is over (or off): the one test the hot path makes. */
+extern bool ca_legacyq_over;
+
+ca_stream_t ca_legacyq_alloc_stream_slow(bool ordered, ca_stream_t stream);
+void ca_legacyq_saw_slow(ca_stream_t stream);
+
 /* The stream an allocation takes pending blocks of (called before any
  * device lock): a stream-ordered one's own (NULL normalized to the legacy
  * stream, and noted as by ca_legacyq_saw); for one that is not
  * stream-ordered, the legacy stream while the mode holds, else NULL (free
  * blocks only). */
-ca_stream_t ca_legacyq_alloc_stream(bool ordered, ca_stream_t stream);
+static inline ca_stream_t ca_legacyq_alloc_stream(bool ordered, ca_stream_t stream) {
+  if (!__atomic_load_n(&ca_legacyq_over, __ATOMIC_ACQUIRE)) return ca_legacyq_alloc_stream_slow(ordered, stream);
+  return !ordered ? NULL : stream ? stream : CA_STREAM_LEGACY;
+}
+
 /* The program used stream from the calling thread (called before any
  * device lock): a stream other than the legacy one, or a second thread
  * (whose default stream may be a per-thread one), ends the mode. */
-void ca_legacyq_saw(ca_stream_t stream);
+static inline void ca_legacyq_saw(ca_stream_t stream) {
+  if (!__atomic_load_n(&ca_legacyq_over, __ATOMIC_ACQUIRE)) ca_legacyq_saw_slow(stream);
+}
 /* Something the legacy stream does not order has appeared (a stream, a
  * peer device, a capture): the mode ends for good. The legacy queue's
  * open blocks go under cudaFree's fence, and every device is
