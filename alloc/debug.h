@@ -20,6 +20,8 @@ typedef struct ca_debug_s {
   bool pinned_ignore_copies;    /* freed pinned blocks ignore async copies in flight */
   bool report_in_handler;       /* report_signal's handler writes the reports itself */
   bool trace_drop_one;          /* the event log silently loses its next event */
+  bool trace_clock_bad_scale;   /* the event log's calibration pairs say 1.5 times the time that passed */
+  bool trace_clock_monotonic;   /* the event log's clock is CLOCK_MONOTONIC even where the TSC would do */
   bool stackwalk_trust_caller;  /* a remembered stack matches on its innermost frame alone */
   bool sites_miss_frees;        /* the per-site live totals ignore frees */
   bool stale_stream_devices;    /* threads keep their streams' devices through every change */

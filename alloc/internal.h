@@ -19,6 +19,7 @@
  *   types
  *   streamdev
  *   bins ptrmap track streams peers qtable
+ *   trace_clock
  *   trace_log
  *   trace_ring trace_buf
  *   trace
@@ -67,6 +68,7 @@
  *   oom        the out-of-memory report            oom_verdict  its verdict, from figures alone
  *   trace_log  the event log's file, call-site ids trace_ring  the last N events (trace_ring)
  *   trace_buf  per-thread event buffers, writer    trace   the event log's hooks, start, dump
+ *   trace_clock  the event log's clock (TSC or CLOCK_MONOTONIC) and its calibration pairs
  *   sitelive   live bytes per call site
  *   creep      per-step samples, creep verdict     peak    what was live at the peaks
  *   alloc, api, lifecycle: the entry points (include/core.h, include/cudalloc.h)
@@ -113,6 +115,7 @@
 #include "tcache.h"
 #include "trace.h"
 #include "trace_buf.h"
+#include "trace_clock.h"
 #include "trace_log.h"
 #include "trace_ring.h"
 #include "track.h"

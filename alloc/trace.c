@@ -14,6 +14,7 @@
 #include "config.h"
 #include "log.h"
 #include "trace_buf.h"
+#include "trace_clock.h"
 #include "trace_ring.h"
 
 bool ca_trace_recording;
@@ -34,38 +35,66 @@ static uint32_t thread_id(void) {
 }
 
 /* Strictly increasing per device, so that a device's events sort into the
- * order its lock gave them even when the clock reads equal. */
+ * order its lock gave them even when the clock reads equal. Raw clock
+ * (trace_clock.h): the readers convert it. */
 static uint64_t device_time(const ca_device_t *d) {
-  uint64_t t = ca_trace_log_now();
+  uint64_t t = ca_trace_clock_raw();
   uint64_t *last = &last_ns[d->ordinal];
   if (t <= *last) t = *last + 1;
   return *last = t;
 }
 
-static void put(const ca_trace_event_t *ev) {
+/* Where the event goes: a slot of the thread's buffer, filled in place
+ * (full mode), or a record on the stack for the ring. NULL: lost. */
+static ca_trace_rec_t *begin(ca_trace_rec_t *local) {
 #ifdef CA_TESTING
   if (ca_debug.trace_drop_one) {   /* a lost event nobody counts: the count checks must catch it */
     ca_debug.trace_drop_one = false;
-    return;
+    return NULL;
   }
 #endif
-  if (mode == MODE_RING) ca_trace_ring_put(ev);
-  else if (!ca_trace_buf_put(ev)) __atomic_add_fetch(&lost, 1, __ATOMIC_RELAXED);
+  if (mode == MODE_RING) {
+    local->thread = thread_id();
+    return local;
+  }
+  ca_trace_rec_t *r = ca_trace_buf_claim();
+  if (!r) __atomic_add_fetch(&lost, 1, __ATOMIC_RELAXED);
+  return r;
+}
+
+static void end(ca_trace_rec_t *r, const ca_trace_rec_t *local) {
+  if (r == local) ca_trace_ring_put(r);
+  else ca_trace_buf_commit();
 }
 
 void ca_trace_block_event(ca_device_t *d, ca_trace_kind_t kind, const ca_block_t *b, ca_stream_t stream) {
+  ca_trace_rec_t local, *r = begin(&local);
+  if (!r) return;
   size_t extra = b->size - b->requested;
-  ca_trace_event_t ev = {.time_ns = device_time(d), .addr = b->addr, .size = b->requested,
-                         .stream = (uint64_t)(uintptr_t)stream, .site = ca_trace_log_site_id(b->site),
-                         .thread = thread_id(), .kind = (uint16_t)kind, .device = (int16_t)d->ordinal,
-                         .extra = extra > UINT32_MAX ? UINT32_MAX : (uint32_t)extra};
-  put(&ev);
+  r->time = device_time(d);
+  r->addr = b->addr;
+  r->size = b->requested;
+  r->stream = (uint64_t)(uintptr_t)stream;
+  r->site = b->site;
+  r->extra = extra > UINT32_MAX ? UINT32_MAX : (uint32_t)extra;
+  r->kind = (uint16_t)kind;
+  r->device = (int16_t)d->ordinal;
+  end(r, &local);
 }
 
 void ca_trace_mem_event(ca_device_t *d, ca_trace_kind_t kind, uintptr_t addr, size_t size) {
-  ca_trace_event_t ev = {.time_ns = device_time(d), .addr = addr, .size = size, .thread = thread_id(),
-                         .kind = (uint16_t)kind, .device = (int16_t)d->ordinal};
-  put(&ev);
+  ca_trace_rec_t local, *r = begin(&local);
+  if (r) {
+    r->time = device_time(d);
+    r->addr = addr;
+    r->size = size;
+    r->stream = 0;
+    r->site = NULL;
+    r->extra = 0;
+    r->kind = (uint16_t)kind;
+    r->device = (int16_t)d->ordinal;
+    end(r, &local);
+  }
   if (kind == CA_EV_OOM) {   /* what led to it, on disk before the program reacts */
     if (mode == MODE_FULL) ca_trace_buf_flush();
     else {
@@ -86,7 +115,7 @@ void ca_trace_start(void) {
     ca_log("trace: the path %s does not fit once expanded; nothing is recorded", ca_config.trace);
     return;
   }
-  ca_trace_log_clock_start();
+  ca_trace_clock_start();
   memset(last_ns, 0, sizeof last_ns);
   __atomic_store_n(&lost, 0, __ATOMIC_RELAXED);
   if (ca_config.trace_ring) {

@@ -9,20 +9,26 @@
  * gone; the writer frees it once it is empty. Nothing is lost: a full ring
  * is drained by its own thread before it appends, and the stop drains every
  * ring after the last append (the recorder stops appends first). */
+#define _GNU_SOURCE /* syscall */
 #include "trace_buf.h"
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
+#include "trace_clock.h"
 
-#define RING_EVENTS 4096u   /* per thread: 192 KiB */
+#define RING_EVENTS 4096u   /* per thread: 224 KiB */
 #define WAKE_MS 20
+#define CLOCK_PAIR_NS 1000000000ull   /* a calibration pair a second */
 
 typedef struct tbuf_s {
-  ca_trace_event_t ev[RING_EVENTS];
+  ca_trace_rec_t ev[RING_EVENTS];
   uint64_t head;        /* appended: written by the owner (release) */
+  uint32_t thread;      /* the owner's Linux id, written into its records as they go out */
   uint64_t tail;        /* written out: by the holder of drain_lock (release) */
   int gone;             /* the owner thread ended */
   struct tbuf_s *next;  /* every ring, under reg_lock */
@@ -34,6 +40,7 @@ static pthread_mutex_t wake_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static tbuf_t *rings;            /* under reg_lock */
 static ca_trace_file_t *out;     /* under drain_lock */
+static uint64_t last_pair_ns;    /* when the last calibration pair was written: under drain_lock */
 static pthread_t writer;
 static bool running, stopping;   /* stopping: under wake_lock */
 static pthread_key_t key;
@@ -52,6 +59,7 @@ static tbuf_t *attach(void) {
   pthread_once(&key_once, make_key);
   tbuf_t *b = calloc(1, sizeof *b);
   if (!b) return NULL;
+  b->thread = (uint32_t)syscall(SYS_gettid);
   pthread_mutex_lock(&reg_lock);
   b->next = rings;
   rings = b;
@@ -66,7 +74,7 @@ static void drain_one(tbuf_t *b) {
   while (t < h) {
     size_t at = (size_t)(t % RING_EVENTS), n = (size_t)(h - t);
     if (n > RING_EVENTS - at) n = RING_EVENTS - at;   /* up to the ring's end, then from its start */
-    if (out) ca_trace_file_write(out, &b->ev[at], n);
+    if (out) ca_trace_file_write_recs(out, &b->ev[at], n, b->thread);
     t += n;
   }
   __atomic_store_n(&b->tail, t, __ATOMIC_RELEASE);
@@ -88,7 +96,14 @@ static void drain_all(void) {
     }
   }
   pthread_mutex_unlock(&reg_lock);
-  if (out) ca_trace_file_flush(out);
+  if (out) {
+    uint64_t now = ca_trace_clock_mono();
+    if (now - last_pair_ns >= CLOCK_PAIR_NS) {   /* the conversion follows CLOCK_MONOTONIC's own drift */
+      ca_trace_file_clock(out);
+      last_pair_ns = now;
+    }
+    ca_trace_file_flush(out);
+  }
   pthread_mutex_unlock(&drain_lock);
 }
 
@@ -112,6 +127,7 @@ static void *writer_main(void *arg) {
 bool ca_trace_buf_start(ca_trace_file_t *tf) {
   pthread_mutex_lock(&drain_lock);
   out = tf;
+  last_pair_ns = ca_trace_clock_mono();   /* the file's start pairs are the first */
   pthread_mutex_unlock(&drain_lock);
   stopping = false;
   if (pthread_create(&writer, NULL, writer_main, NULL)) {
@@ -122,9 +138,9 @@ bool ca_trace_buf_start(ca_trace_file_t *tf) {
   return true;
 }
 
-bool ca_trace_buf_put(const ca_trace_event_t *ev) {
+ca_trace_rec_t *ca_trace_buf_claim(void) {
   tbuf_t *b = mine;
-  if (!b && !(b = attach())) return false;
+  if (!b && !(b = attach())) return NULL;
   uint64_t h = b->head, used = h - __atomic_load_n(&b->tail, __ATOMIC_ACQUIRE);
   if (used == RING_EVENTS) {   /* the writer fell behind: write this ring now */
     pthread_mutex_lock(&drain_lock);
@@ -132,10 +148,13 @@ bool ca_trace_buf_put(const ca_trace_event_t *ev) {
     pthread_mutex_unlock(&drain_lock);
     used = 0;
   }
-  b->ev[h % RING_EVENTS] = *ev;
-  __atomic_store_n(&b->head, h + 1, __ATOMIC_RELEASE);
   if (used == RING_EVENTS / 2) pthread_cond_signal(&wake);
-  return true;
+  return &b->ev[h % RING_EVENTS];
+}
+
+void ca_trace_buf_commit(void) {
+  tbuf_t *b = mine;
+  __atomic_store_n(&b->head, b->head + 1, __ATOMIC_RELEASE);
 }
 
 void ca_trace_buf_flush(void) { drain_all(); }

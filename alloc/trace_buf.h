@@ -11,9 +11,12 @@
 
 /* Starts the writer thread, which writes every buffered event to tf. */
 bool ca_trace_buf_start(ca_trace_file_t *tf);
-/* Appends ev to the calling thread's buffer; false when the thread has no
- * buffer and none could be made (the event is lost, and counted). */
-bool ca_trace_buf_put(const ca_trace_event_t *ev);
+/* The next record of the calling thread's buffer, to fill and then
+ * commit (no copy on the hot path); NULL when the thread has no buffer and
+ * none could be made (the event is lost, and counted). */
+ca_trace_rec_t *ca_trace_buf_claim(void);
+/* Publishes the record the last claim returned. */
+void ca_trace_buf_commit(void);
 /* Writes every buffered event now (on out-of-memory, on demand). */
 void ca_trace_buf_flush(void);
 /* Stops the writer after writing every event put before the call. */

@@ -15,29 +15,8 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "trace_clock.h"
 #include "track.h"
-
-// ----------------------------------------------------------------------------
-// Clock
-// ----------------------------------------------------------------------------
-
-static uint64_t start_mono, start_unix;
-
-static uint64_t clock_ns(clockid_t c) {
-  struct timespec ts;
-  clock_gettime(c, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-/* Written before recording starts (the recorder's start publishes it). */
-void ca_trace_log_clock_start(void) {
-  start_mono = clock_ns(CLOCK_MONOTONIC);
-  start_unix = clock_ns(CLOCK_REALTIME);
-}
-
-uint64_t ca_trace_log_now(void) { return clock_ns(CLOCK_MONOTONIC) - start_mono; }
-
-uint64_t ca_trace_log_start_unix_ns(void) { return start_unix; }
 
 // ----------------------------------------------------------------------------
 // Call-site ids
@@ -132,13 +111,17 @@ static void failed(ca_trace_file_t *tf) {
   tf->failed = true;
 }
 
-void ca_trace_file_flush(ca_trace_file_t *tf) {
-  for (size_t done = 0; !tf->failed && done < tf->used;) {
-    ssize_t n = write(tf->fd, tf->buf + done, tf->used - done);
+static void write_all(ca_trace_file_t *tf, const unsigned char *p, size_t size) {
+  for (size_t done = 0; !tf->failed && done < size;) {
+    ssize_t n = write(tf->fd, p + done, size - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) failed(tf);
     else done += (size_t)n;
   }
+}
+
+void ca_trace_file_flush(ca_trace_file_t *tf) {
+  write_all(tf, tf->buf, tf->used);
   tf->used = 0;
 }
 
@@ -165,16 +148,44 @@ bool ca_trace_file_open(ca_trace_file_t *tf, const char *path, uint32_t flags) {
   }
   ca_trace_header_t h = {.version = CA_TRACE_VERSION, .header_size = sizeof h,
                          .record_size = sizeof(ca_trace_event_t), .flags = flags, .pid = (uint32_t)getpid(),
-                         .start_unix_ns = start_unix};
+                         .start_unix_ns = ca_trace_clock_start_unix_ns(), .clock = ca_trace_clock_kind()};
   memcpy(h.magic, CA_TRACE_MAGIC, sizeof CA_TRACE_MAGIC);
   gethostname(h.host, sizeof h.host - 1);
   put(tf, &h, sizeof h);
+  uint64_t raw[2], ns[2];
+  ca_trace_clock_start_pairs(raw, ns);
+  for (int i = 0; i < 2; i++) {
+    ca_trace_event_t pair = {.time_ns = raw[i], .addr = ns[i], .kind = CA_EV_CLOCK, .device = -1};
+    ca_trace_file_write(tf, &pair, 1);
+  }
   return true;
 }
 
 void ca_trace_file_write(ca_trace_file_t *tf, const ca_trace_event_t *ev, size_t n) {
   put(tf, ev, n * sizeof *ev);
   tf->events += n;
+}
+
+void ca_trace_file_write_recs(ca_trace_file_t *tf, const ca_trace_rec_t *r, size_t n, uint32_t thread) {
+  const void *site = NULL;   /* the last site's id: runs of one site are the rule */
+  uint32_t id = 0;
+  for (size_t i = 0; i < n; i++) {
+    const ca_trace_rec_t *e = &r[i];
+    if (e->site != site) id = ca_trace_log_site_id(site = e->site);
+    ca_trace_event_t ev = {.time_ns = e->time, .addr = e->addr, .size = e->size, .stream = e->stream, .site = id,
+                           .thread = thread ? thread : e->thread, .kind = e->kind, .device = e->device,
+                           .extra = e->extra};
+    if (sizeof tf->buf - tf->used < sizeof ev) ca_trace_file_flush(tf);
+    memcpy(tf->buf + tf->used, &ev, sizeof ev);   /* built in place: the buffer is bytes, not records */
+    tf->used += sizeof ev;
+  }
+  tf->events += n;
+}
+
+void ca_trace_file_clock(ca_trace_file_t *tf) {
+  ca_trace_event_t pair = {.kind = CA_EV_CLOCK, .device = -1};
+  ca_trace_clock_pair(&pair.time_ns, &pair.addr);
+  ca_trace_file_write(tf, &pair, 1);
 }
 
 static void put_frame(ca_trace_file_t *tf, void *pc) {
@@ -198,8 +209,9 @@ static void put_sites_locked(ca_trace_file_t *tf) {
 }
 
 bool ca_trace_file_close(ca_trace_file_t *tf, uint64_t lost) {
+  ca_trace_file_clock(tf);   /* the events' last times convert by interpolation, not extrapolation */
   pthread_mutex_lock(&sites_lock);   /* the table holds as many sites as the end record says */
-  ca_trace_event_t end = {.time_ns = ca_trace_log_now(), .addr = nsites, .size = tf->events, .stream = lost,
+  ca_trace_event_t end = {.time_ns = ca_trace_clock_raw(), .addr = nsites, .size = tf->events, .stream = lost,
                           .kind = CA_EV_LOG_END, .device = -1};
   put(tf, &end, sizeof end);
   put_sites_locked(tf);

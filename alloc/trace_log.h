@@ -9,16 +9,26 @@
 
 #include "cudalloc_trace.h"
 
-/* The log's clock: CLOCK_MONOTONIC nanoseconds since ca_trace_log_clock_start. */
-void ca_trace_log_clock_start(void);
-uint64_t ca_trace_log_now(void);
-uint64_t ca_trace_log_start_unix_ns(void);
-
 /* The id of a call site (a ca_track_site pointer) in the log's table, 1
  * on; 0 for NULL or when no memory was left to remember it. Ids last until
  * ca_trace_log_forget_sites. */
 uint32_t ca_trace_log_site_id(const void *site);
 void ca_trace_log_forget_sites(void);
+
+/* An event as the recorder holds it until it is written (the file's
+ * ca_trace_event_t but for two fields, so that the hot path does neither
+ * lookup): site is the call site's pointer (ca_track_site), made an id as
+ * the record is written; thread is filled only where one buffer serves
+ * every thread (the ring), the per-thread buffers know theirs. */
+typedef struct {
+  uint64_t time, addr, size, stream;   /* time: the raw clock (trace_clock.h) */
+  const void *site;
+  uint32_t extra;
+  uint16_t kind;
+  int16_t device;
+  uint32_t thread;
+  uint32_t pad;
+} ca_trace_rec_t;
 
 /* A log file being written: header first, then records. */
 /* Written through its own buffer, not stdio: a fork child must be able to
@@ -32,14 +42,20 @@ typedef struct ca_trace_file_s {
   unsigned char buf[CA_TRACE_FILE_BUF];
 } ca_trace_file_t;
 
-/* Creates path and writes the header; false (said on stderr) when it
- * cannot. */
+/* Creates path and writes the header and the clock's start pairs
+ * (trace_clock.h); false (said on stderr) when it cannot. */
 bool ca_trace_file_open(ca_trace_file_t *tf, const char *path, uint32_t flags);
 void ca_trace_file_write(ca_trace_file_t *tf, const ca_trace_event_t *ev, size_t n);
+/* Writes held events as records: their sites made ids, their thread
+ * thread unless 0 (then each record's own). */
+void ca_trace_file_write_recs(ca_trace_file_t *tf, const ca_trace_rec_t *r, size_t n, uint32_t thread);
+/* Writes a calibration pair of the clock taken now (CA_EV_CLOCK). */
+void ca_trace_file_clock(ca_trace_file_t *tf);
 /* Writes the buffered bytes to the file. */
 void ca_trace_file_flush(ca_trace_file_t *tf);
-/* Writes the end record (lost: events the recorder could not keep) and
- * the call-site table, and closes; false when any write failed. */
+/* Writes a last calibration pair, the end record (lost: events the
+ * recorder could not keep) and the call-site table, and closes; false when
+ * any write failed. */
 bool ca_trace_file_close(ca_trace_file_t *tf, uint64_t lost);
 
 #endif /* CUDALLOC_TRACE_LOG_H */

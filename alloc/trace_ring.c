@@ -9,27 +9,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WORDS (sizeof(ca_trace_event_t) / sizeof(uint64_t))
+#define WORDS (sizeof(ca_trace_rec_t) / sizeof(uint64_t))
 
 typedef struct {
   uint64_t seq;        /* index + 1 of the event held; 0 while being written */
   uint64_t w[WORDS];
 } slot_t;
 
-static slot_t *slots;
-static uint64_t cap;
+_Static_assert(sizeof(slot_t) == 64, "a slot is one cache line");
+
+static slot_t *slots;  /* in slots_mem, aligned to a cache line */
+static void *slots_mem;
+static uint64_t keep;  /* N: the events a dump writes */
+static uint64_t mask;  /* the slots, a power of two >= N, less one: an index is a mask, not a division */
 static uint64_t head;  /* events ever put */
 
 bool ca_trace_ring_start(uint64_t n) {
-  if (!(slots = calloc(n, sizeof *slots))) return false;
-  cap = n;
+  uint64_t cap = 1;
+  while (cap < n) cap *= 2;
+  /* calloc, not aligned_alloc and memset: a big ring's pages stay untouched until used */
+  if (!(slots_mem = calloc(cap + 1, sizeof *slots))) return false;
+  slots = (slot_t *)(((uintptr_t)slots_mem + 63) & ~(uintptr_t)63);
+  keep = n;
+  mask = cap - 1;
   __atomic_store_n(&head, 0, __ATOMIC_RELAXED);
   return true;
 }
 
-void ca_trace_ring_put(const ca_trace_event_t *ev) {
+void ca_trace_ring_put(const ca_trace_rec_t *ev) {
   uint64_t i = __atomic_fetch_add(&head, 1, __ATOMIC_RELAXED);
-  slot_t *s = &slots[i % cap];
+  slot_t *s = &slots[i & mask];
   uint64_t w[WORDS];
   memcpy(w, ev, sizeof w);
   /* The exchange keeps the words' stores after the slot is marked torn. */
@@ -39,8 +48,8 @@ void ca_trace_ring_put(const ca_trace_event_t *ev) {
 }
 
 /* Copies slot i's event; false when it is torn or holds another index. */
-static bool read_slot(uint64_t i, ca_trace_event_t *ev) {
-  slot_t *s = &slots[i % cap];
+static bool read_slot(uint64_t i, ca_trace_rec_t *ev) {
+  slot_t *s = &slots[i & mask];
   if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != i + 1) return false;
   uint64_t w[WORDS];
   for (size_t k = 0; k < WORDS; k++) w[k] = __atomic_load_n(&s->w[k], __ATOMIC_RELAXED);
@@ -51,23 +60,23 @@ static bool read_slot(uint64_t i, ca_trace_event_t *ev) {
 }
 
 uint64_t ca_trace_ring_write(ca_trace_file_t *tf) {
-  uint64_t h = __atomic_load_n(&head, __ATOMIC_ACQUIRE), lo = h > cap ? h - cap : 0, kept = 0;
-  ca_trace_event_t batch[256];
+  uint64_t h = __atomic_load_n(&head, __ATOMIC_ACQUIRE), lo = h > keep ? h - keep : 0, kept = 0;
+  ca_trace_rec_t batch[256];
   size_t n = 0;
   for (uint64_t i = lo; i < h; i++) {
     if (!read_slot(i, &batch[n])) continue;
     kept++;
     if (++n == sizeof batch / sizeof *batch) {
-      ca_trace_file_write(tf, batch, n);
+      ca_trace_file_write_recs(tf, batch, n, 0);
       n = 0;
     }
   }
-  ca_trace_file_write(tf, batch, n);
+  ca_trace_file_write_recs(tf, batch, n, 0);
   return h - kept;
 }
 
 void ca_trace_ring_stop(void) {
-  free(slots);
-  slots = NULL;
-  cap = 0;
+  free(slots_mem);
+  slots = slots_mem = NULL;
+  keep = mask = 0;
 }

@@ -7,7 +7,10 @@
  * work counts) and ring mode (trace_ring:N). It prints figures; it passes
  * or fails nothing. docs/trace.md quotes them.
  *
- *   build/bench/bench_trace [--pairs N] [--rounds R]   (about 5 s) */
+ *   build/bench/bench_trace [--pairs N] [--rounds R] [--conf MORE]   (about 1 s)
+ *
+ * --conf adds configuration to both sides (thread_cache_kb:0 takes the
+ * per-thread front cache out of the comparison: recording turns it off). */
 #define _GNU_SOURCE
 #include <stdbool.h>
 #include <time.h>
@@ -30,6 +33,7 @@ static int rounds = 9;
 static void *live[WINDOW];
 static size_t next;
 static const uint32_t *sizes;
+static const char *extra = "";   /* more configuration, for both sides */
 
 static void check(cudaError_t err, const char *what) {
   if (err == cudaSuccess) return;
@@ -77,8 +81,9 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--pairs") && i + 1 < argc) pairs = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--conf") && i + 1 < argc) extra = argv[++i];
     else {
-      fprintf(stderr, "usage: bench_trace [--pairs N] [--rounds R]\n");
+      fprintf(stderr, "usage: bench_trace [--pairs N] [--rounds R] [--conf KEY:VALUE,...]\n");
       return 2;
     }
   }
@@ -92,9 +97,10 @@ int main(int argc, char **argv) {
   printf("event log recording on the cached pair (GPU-like sizes 512 B..8 MiB, simulated device), "
          "%zu pairs x %d rounds, on and off in turn; median of the rounds\n\n", pairs, rounds);
   printf("| mode | off ns/pair | on ns/pair | on/off | ns per event |\n| --- | --- | --- | --- | --- |\n");
-  snprintf(conf, sizeof conf, "backend:sim,sim_capacity_mb:4096,quiet:true,trace:%s", log);
+  snprintf(conf, sizeof conf, "backend:sim,sim_capacity_mb:4096,quiet:true,trace:%s%s%s", log, *extra ? "," : "", extra);
   phase("trace (every event, writer thread)", conf);
-  snprintf(conf, sizeof conf, "backend:sim,sim_capacity_mb:4096,quiet:true,trace:%s,trace_ring:100000", log);
+  snprintf(conf, sizeof conf, "backend:sim,sim_capacity_mb:4096,quiet:true,trace:%s,trace_ring:100000%s%s", log,
+           *extra ? "," : "", extra);
   phase("trace_ring:100000", conf);
   /* Each event reads CLOCK_MONOTONIC once: its cost here is part of the figure above. */
   struct timespec ts;

@@ -8,6 +8,7 @@
 #include "core_testing.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -306,25 +307,42 @@ Test(trace, reader_rejects_malformed_logs_with_the_offset) {
   expect_rejected(copy, n, "offset 0: not a cudalloc event log");
   memcpy(copy, b, n), copy[12] = 99;
   expect_rejected(copy, n, "offset 12: format version 99");
-  memcpy(copy, b, n), copy[hdr + 32 + 8] = 200;   /* the first record's kind */
+  /* records 0 and 1: the clock's start pairs; 2: the first event */
+  cr_assert_eq(((ca_trace_event_t *)(b + hdr))->kind, CA_EV_CLOCK);
+  cr_assert_eq(((ca_trace_event_t *)(b + hdr + rec))->kind, CA_EV_CLOCK);
+  size_t kind_at = offsetof(ca_trace_event_t, kind);
+  memcpy(copy, b, n), copy[hdr + 2 * rec + kind_at] = 200, copy[hdr + 2 * rec + kind_at + 1] = 0;
   char says[64];
-  snprintf(says, sizeof says, "offset %zu: record 0 has the unknown kind 200", hdr);
+  snprintf(says, sizeof says, "offset %zu: record 2 has the unknown kind 200", hdr + 2 * rec);
   expect_rejected(copy, n, says);
   expect_rejected(b, hdr + rec + 20, "a torn record (20 bytes left");
   /* a record taken out: the end record's count catches it */
-  memcpy(copy, b, hdr);
-  memcpy(copy + hdr, b + hdr + rec, n - hdr - rec);
-  expect_rejected(copy, n - rec, "events were written, the log holds");
+  memcpy(copy, b, hdr + 2 * rec);
+  memcpy(copy + hdr + 2 * rec, b + hdr + 3 * rec, n - hdr - 3 * rec);
+  expect_rejected(copy, n - rec, "records were written, the log holds");
   expect_rejected(b, n - 3, "is torn");   /* the call-site table cut short */
+  /* the second start pair's ns before the first's: a calibration that goes back */
+  memcpy(copy, b, n);
+  memset(copy + hdr + rec + offsetof(ca_trace_event_t, addr), 0, 8);
+  expect_rejected(copy, n, "calibration pairs go back in time");
   /* without its end record (a killed process): the events, incomplete */
   ca_trace_data_t t;
   char err[256];
-  size_t events = 0;
-  while (hdr + (events + 1) * rec <= n && ((ca_trace_event_t *)(b + hdr + events * rec))->kind != CA_EV_LOG_END) events++;
-  cr_assert_eq(ca_trace_read_mem(b, hdr + events * rec, &t, err, sizeof err), 0, "%s", err);
+  size_t records = 0, events = 0;
+  for (const ca_trace_event_t *e; hdr + (records + 1) * rec <= n &&
+                                  (e = (const ca_trace_event_t *)(b + hdr + records * rec))->kind != CA_EV_LOG_END;
+       records++)
+    events += e->kind != CA_EV_CLOCK;
+  cr_assert_eq(ca_trace_read_mem(b, hdr + records * rec, &t, err, sizeof err), 0, "%s", err);
   cr_expect(!t.complete);
   cr_expect_eq(t.nevents, events);
   ca_trace_data_free(&t);
+  /* ... and with one clock pair only (the second start pair and the last,
+   * before the end record, taken out): its times cannot be converted */
+  cr_assert_eq(((ca_trace_event_t *)(b + hdr + (records - 1) * rec))->kind, CA_EV_CLOCK);
+  memcpy(copy, b, hdr + rec);
+  memcpy(copy + hdr + rec, b + hdr + 2 * rec, (records - 3) * rec);
+  expect_rejected(copy, hdr + (records - 2) * rec, "clock calibration pairs of distinct times");
   free(copy);
   free(b);
   unlink(log_path);

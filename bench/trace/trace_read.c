@@ -4,9 +4,12 @@
 #include "trace_read.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define MAX_DEVICES_CONVERTED 32768   /* a record's device is an int16 */
 
 static int fail(char *err, size_t cap, const char *fmt, ...) {
   va_list ap;
@@ -47,9 +50,12 @@ static int read_header(cursor_t *c, ca_trace_data_t *t, char *err, size_t cap) {
   const ca_trace_header_t *h = &t->header;
   if (memcmp(h->magic, CA_TRACE_MAGIC, sizeof CA_TRACE_MAGIC))
     return fail(err, cap, "offset 0: not a cudalloc event log (no \"%s\" magic)", CA_TRACE_MAGIC);
-  if (h->version != CA_TRACE_VERSION)
-    return fail(err, cap, "offset 12: format version %u; this reader knows version %d", h->version,
+  if (h->version != CA_TRACE_VERSION && h->version != 1)
+    return fail(err, cap, "offset 12: format version %u; this reader knows versions 1 to %d", h->version,
                 CA_TRACE_VERSION);
+  if (h->version >= 2 && h->clock != CA_TRACE_CLOCK_MONOTONIC && h->clock != CA_TRACE_CLOCK_TSC)
+    return fail(err, cap, "offset %zu: the clock %u is none this reader knows", offsetof(ca_trace_header_t, clock),
+                h->clock);
   if (h->record_size != sizeof(ca_trace_event_t) || h->header_size < sizeof *h || h->header_size > c->size)
     return fail(err, cap, "offset 16: header size %u / record size %u are not this version's (%zu / %zu)",
                 h->header_size, h->record_size, sizeof *h, sizeof(ca_trace_event_t));
@@ -65,9 +71,22 @@ static int by_time(const void *a, const void *b) {
   return (x->device > y->device) - (x->device < y->device);
 }
 
-static int read_events(cursor_t *c, ca_trace_data_t *t, ca_trace_event_t *end, char *err, size_t cap) {
+/* The clock's calibration pairs, as the log holds them. */
+typedef struct {
+  uint64_t raw, ns;
+} pair_t;
+
+typedef struct {
+  pair_t *p;
+  size_t n;
+} pairs_t;
+
+static int read_events(cursor_t *c, ca_trace_data_t *t, pairs_t *pairs, ca_trace_event_t *end, char *err,
+                       size_t cap) {
   size_t most = (c->size - c->at) / sizeof(ca_trace_event_t);
-  if (!(t->events = malloc((most ? most : 1) * sizeof *t->events))) return fail(err, cap, "out of memory");
+  if (!(t->events = malloc((most ? most : 1) * sizeof *t->events)) ||
+      !(pairs->p = malloc((most ? most : 1) * sizeof *pairs->p)))
+    return fail(err, cap, "out of memory");
   for (;;) {
     size_t at = c->at;
     if (at == c->size) return 0;   /* no end record: the process died */
@@ -79,10 +98,14 @@ static int read_events(cursor_t *c, ca_trace_data_t *t, ca_trace_event_t *end, c
       t->complete = true;
       return 0;
     }
+    if (ev.kind == CA_EV_CLOCK && t->header.version >= 2) {
+      pairs->p[pairs->n++] = (pair_t){ev.time_ns, ev.addr};
+      continue;
+    }
     if (ev.kind == 0 || ev.kind >= CA_EV_KIND_END)
-      return fail(err, cap, "offset %zu: record %zu has the unknown kind %u", at, t->nevents, ev.kind);
+      return fail(err, cap, "offset %zu: record %zu has the unknown kind %u", at, t->nevents + pairs->n, ev.kind);
     if (ev.device < 0)
-      return fail(err, cap, "offset %zu: record %zu names device %d", at, t->nevents, ev.device);
+      return fail(err, cap, "offset %zu: record %zu names device %d", at, t->nevents + pairs->n, ev.device);
     t->events[t->nevents++] = ev;
   }
 }
@@ -113,15 +136,58 @@ static int read_sites(cursor_t *c, ca_trace_data_t *t, uint64_t n, char *err, si
   return 0;
 }
 
+static int by_raw(const void *a, const void *b) {
+  const pair_t *x = a, *y = b;
+  return (x->raw > y->raw) - (x->raw < y->raw);
+}
+
+/* Raw times to ns (version 2): each time interpolated between the two
+ * calibration pairs around it, or beyond the ends on the nearest two's
+ * slope (a log cut short). Both sides of every pair only grow, so the
+ * conversion keeps the order; a device's times, strictly increasing raw,
+ * are kept strictly increasing where two raw ticks round to one ns. The
+ * events are sorted by raw time. */
+static int convert_times(ca_trace_data_t *t, pairs_t *pairs, char *err, size_t cap) {
+  qsort(pairs->p, pairs->n, sizeof *pairs->p, by_raw);
+  size_t n = 0;   /* pairs of one raw time but the first dropped: a slope needs two raw times */
+  for (size_t i = 0; i < pairs->n; i++)
+    if (!n || pairs->p[i].raw != pairs->p[n - 1].raw) pairs->p[n++] = pairs->p[i];
+  for (size_t i = 1; i < n; i++)
+    if (pairs->p[i].ns < pairs->p[i - 1].ns)
+      return fail(err, cap, "the clock's calibration pairs go back in time (raw %llu: %llu ns, raw %llu: %llu ns)",
+                  (unsigned long long)pairs->p[i - 1].raw, (unsigned long long)pairs->p[i - 1].ns,
+                  (unsigned long long)pairs->p[i].raw, (unsigned long long)pairs->p[i].ns);
+  if (n < 2)
+    return t->nevents ? fail(err, cap, "the log holds %zu clock calibration pairs of distinct times; its times "
+                                       "need two to convert", n)
+                      : 0;
+  uint64_t *last = calloc(MAX_DEVICES_CONVERTED, sizeof *last);   /* a device's last time + 1; 0: none yet */
+  if (!last) return fail(err, cap, "out of memory");
+  size_t k = 0;
+  for (size_t i = 0; i < t->nevents; i++) {
+    ca_trace_event_t *e = &t->events[i];
+    while (k + 2 < n && e->time_ns >= pairs->p[k + 1].raw) k++;   /* events come in raw order */
+    const pair_t *a = &pairs->p[k], *b = &pairs->p[k + 1];
+    double ns = (double)a->ns + ((double)e->time_ns - (double)a->raw) * ((double)(b->ns - a->ns) / (double)(b->raw - a->raw));
+    uint64_t v = ns <= 0 ? 0 : (uint64_t)ns;
+    if (last[e->device] && v < last[e->device]) v = last[e->device];   /* the device's last + 1 */
+    last[e->device] = v + 1;
+    e->time_ns = v;
+  }
+  free(last);
+  return 0;
+}
+
 int ca_trace_read_mem(const void *data, size_t size, ca_trace_data_t *t, char *err, size_t cap) {
   memset(t, 0, sizeof *t);
   cursor_t c = {data, size, 0};
   ca_trace_event_t end = {0};
+  pairs_t pairs = {0};
   int rc = read_header(&c, t, err, cap);
-  if (!rc) rc = read_events(&c, t, &end, err, cap);
-  if (!rc && t->complete && end.size != t->nevents)
-    rc = fail(err, cap, "offset %zu: the end record says %llu events were written, the log holds %zu",
-              c.at - sizeof end, (unsigned long long)end.size, t->nevents);
+  if (!rc) rc = read_events(&c, t, &pairs, &end, err, cap);
+  if (!rc && t->complete && end.size != t->nevents + pairs.n)
+    rc = fail(err, cap, "offset %zu: the end record says %llu records were written, the log holds %zu",
+              c.at - sizeof end, (unsigned long long)end.size, t->nevents + pairs.n);
   if (!rc && t->complete) {
     t->lost = end.stream;
     rc = read_sites(&c, t, end.addr, err, cap);
@@ -129,12 +195,13 @@ int ca_trace_read_mem(const void *data, size_t size, ca_trace_data_t *t, char *e
   for (size_t i = 0; !rc && i < t->nevents; i++)
     if (t->events[i].site > t->nsites && t->complete)
       rc = fail(err, cap, "record %zu names site %u; the table has %zu", i, t->events[i].site, t->nsites);
-  if (rc) {
-    ca_trace_data_free(t);
-    return rc;
+  if (!rc) {
+    qsort(t->events, t->nevents, sizeof *t->events, by_time);
+    if (t->header.version >= 2) rc = convert_times(t, &pairs, err, cap);
   }
-  qsort(t->events, t->nevents, sizeof *t->events, by_time);
-  return 0;
+  free(pairs.p);
+  if (rc) ca_trace_data_free(t);
+  return rc;
 }
 
 int ca_trace_read(const char *path, ca_trace_data_t *t, char *err, size_t cap) {
