@@ -202,6 +202,9 @@ $(BUILD)/tests/%: tests/%.c $(LIB_TEST_A) $(KERNEL_LIB) $(wildcard tests/*.h) $(
 $(BUILD)/tests/test_trace: $(TRACE_TOOLS_LIB) $(TRACE_TOOL)
 $(BUILD)/tests/test_trace: TEST_INC += -Ibench/trace
 $(BUILD)/tests/test_trace: TEST_LIBS = $(TRACE_TOOLS_LIB)
+$(BUILD)/tests/test_trace_clock: $(TRACE_TOOLS_LIB)
+$(BUILD)/tests/test_trace_clock: TEST_INC += -Ibench/trace
+$(BUILD)/tests/test_trace_clock: TEST_LIBS = $(TRACE_TOOLS_LIB)
 $(BUILD)/tests/test_trace_roundtrip: TEST_LIBS = $(REPLAY_A) $(TRACE_TOOLS_LIB)
 $(BUILD)/tests/test_trace_roundtrip: $(REPLAY_A) $(TRACE_TOOL)
 

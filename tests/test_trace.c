@@ -412,6 +412,77 @@ Test(trace, perfetto_counters_end_and_peak_at_the_stats) {
   unlink(log_path);
 }
 
+/* Ten call sites (track:caller: each function's call of cudalloc_malloc;
+ * the store after it keeps the call from being a tail call, and the
+ * functions from being folded into one). */
+#define SITES 10
+static volatile int site_sink;
+#define SITE_FN(k)                                                  \
+  static __attribute__((noinline)) void *alloc_at_##k(size_t size) { \
+    void *p = NULL;                                                 \
+    cr_assert_eq(cudalloc_malloc(&p, size, NULL), cudaSuccess);     \
+    site_sink = k;                                                  \
+    return p;                                                       \
+  }
+SITE_FN(0) SITE_FN(1) SITE_FN(2) SITE_FN(3) SITE_FN(4) SITE_FN(5) SITE_FN(6) SITE_FN(7) SITE_FN(8) SITE_FN(9)
+static void *(*const site_fns[SITES])(size_t) = {alloc_at_0, alloc_at_1, alloc_at_2, alloc_at_3, alloc_at_4,
+                                                 alloc_at_5, alloc_at_6, alloc_at_7, alloc_at_8, alloc_at_9};
+
+/* The per-site tracks of the Perfetto export against the run's own sums:
+ * every block's bytes as the core holds them (its live map), added per
+ * site as the test allocates and frees, peaks taken as it goes. Ten sites,
+ * each keeping its own number of blocks live: the export keeps the eight
+ * with the highest peaks. */
+Test(trace, perfetto_site_tracks_match_the_runs_own_sums) {
+  start_recording("track:caller,sim_capacity_mb:2048");
+  void *live[SITES][6] = {{0}};
+  int64_t bytes[SITES] = {0}, peak[SITES] = {0};
+  for (int r = 0; r < 12; r++)
+    for (int k = 0; k < SITES; k++) {
+      int keep = 1 + (k * 7) % 5, slot = r % keep;
+      if (live[k][slot]) {
+        bytes[k] -= (int64_t)ca_ptrmap_get(&dev0()->live, (uintptr_t)live[k][slot])->size;
+        cr_assert_eq(cudalloc_free(live[k][slot], NULL), cudaSuccess);
+      }
+      live[k][slot] = site_fns[k]((size_t)(k + 1) * 300 * 1024 + (size_t)r * 512 + (size_t)k * 4096);
+      bytes[k] += (int64_t)ca_ptrmap_get(&dev0()->live, (uintptr_t)live[k][slot])->size;
+      if (bytes[k] > peak[k]) peak[k] = bytes[k];
+    }
+  for (int k = 0; k < SITES; k += 3)   /* some sites end lower than where they were */
+    if (live[k][0]) {
+      bytes[k] -= (int64_t)ca_ptrmap_get(&dev0()->live, (uintptr_t)live[k][0])->size;
+      cr_assert_eq(cudalloc_free(live[k][0], NULL), cudaSuccess);
+    }
+  capture_discard(cudalloc_shutdown);   /* its leak report names the blocks left live */
+  /* the top eight by peak: the two lowest peaks have no track */
+  int low1 = 0, low2 = 1;
+  if (peak[low2] < peak[low1]) low1 = 1, low2 = 0;
+  for (int k = 2; k < SITES; k++) {
+    if (peak[k] < peak[low1]) low2 = low1, low1 = k;
+    else if (peak[k] < peak[low2]) low2 = k;
+  }
+  for (int k = 0; k < SITES; k++)
+    if (k != low2) cr_assert_neq(peak[k], peak[low2], "sites %d and %d tie: the choice of the top 8 is open", k, low2);
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "%s/cudalloc-trace perfetto %s %s.json", build_dir(), log_path, log_path);
+  cr_assert_eq(run(cmd), 0, "%s", cmd);
+  /* wrong: 0 the right figures; 1 one site's peak a byte off; 2 a site
+   * outside the top eight said to have a track: the checker must fail 1, 2 */
+  int top = 0;   /* a top site, to put a byte off */
+  while (top == low1 || top == low2) top++;
+  for (int wrong = 0; wrong < 3; wrong++) {
+    int n = snprintf(cmd, sizeof cmd, "python3 tests/trace/perfetto_sites_check.py %s.json 2>/dev/null", log_path);
+    for (int k = 0; k < SITES; k++)
+      n += snprintf(cmd + n, sizeof cmd - (size_t)n, " --site alloc_at_%d:%lld:%lld:%d", k,
+                    (long long)peak[k] + (wrong == 1 && k == top), (long long)bytes[k],
+                    (k != low1 && k != low2) || (wrong == 2 && k == low1));
+    cr_expect_eq(run(cmd), wrong ? 1 : 0, "%s", cmd);
+  }
+  snprintf(cmd, sizeof cmd, "%s.json", log_path);
+  unlink(cmd);
+  unlink(log_path);
+}
+
 Test(trace, rmm_csv_has_a_line_per_allocation_and_free) {
   cudalloc_stats_t s;
   record_for_export(&s, "sim_capacity_mb:1024");

@@ -10,7 +10,8 @@
 /* PyTorch's memory snapshot pickle (pytorch.org/memory_viz, torch/cuda/_memory_viz.py). */
 int export_pytorch(const ca_trace_data_t *t, FILE *out, char *err, size_t cap);
 /* Chrome trace event JSON (Perfetto, chrome://tracing): counters allocated,
- * reserved, pending per device; instant events for OOMs and steps. */
+ * reserved, pending per device, live bytes of the top call sites; instant
+ * events for OOMs and steps. */
 int export_perfetto(const ca_trace_data_t *t, FILE *out, char *err, size_t cap);
 /* RMM's logging_resource_adaptor CSV: Thread,Time,Action,Pointer,Size,Stream. */
 int export_rmm(const ca_trace_data_t *t, FILE *out, char *err, size_t cap);

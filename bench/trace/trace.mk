@@ -7,7 +7,7 @@
 TRACE_TOOL := $(BUILD)/cudalloc-trace
 TRACE_TOOLS_LIB := $(BUILD)/libcatrace-tools.a
 TRACE_LIB_SRCS := bench/trace/trace_read.c bench/trace/pickle_write.c bench/trace/model.c \
-  bench/trace/export_pytorch.c bench/trace/export_perfetto.c bench/trace/export_rmm.c bench/trace/export_summary.c
+  bench/trace/export_pytorch.c bench/trace/export_perfetto.c bench/trace/site_tracks.c bench/trace/export_rmm.c bench/trace/export_summary.c
 TRACE_LIB_OBJS := $(TRACE_LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 TRACE_CFLAGS := $(BASE_CFLAGS) $(SANFLAGS) -Ibench/trace -Ialloc/include
 
