@@ -37,7 +37,7 @@ static uint32_t thread_id(void) {
 /* Strictly increasing per device, so that a device's events sort into the
  * order its lock gave them even when the clock reads equal. Raw clock
  * (trace_clock.h): the readers convert it. */
-static uint64_t device_time(const ca_device_t *d) {
+static inline __attribute__((always_inline)) uint64_t device_time(const ca_device_t *d) {
   uint64_t t = ca_trace_clock_raw();
   uint64_t *last = &last_ns[d->ordinal];
   if (t <= *last) t = *last + 1;
@@ -45,55 +45,55 @@ static uint64_t device_time(const ca_device_t *d) {
 }
 
 /* Where the event goes: a slot of the thread's buffer, filled in place
- * (full mode), or a record on the stack for the ring. NULL: lost. */
-static ca_trace_rec_t *begin(ca_trace_rec_t *local) {
+ * (full mode: *buf is the buffer), or a record on the stack for the ring.
+ * NULL: lost. */
+static ca_trace_event_t *begin(ca_trace_event_t *local, ca_trace_buf_t **buf) {
 #ifdef CA_TESTING
   if (ca_debug.trace_drop_one) {   /* a lost event nobody counts: the count checks must catch it */
     ca_debug.trace_drop_one = false;
     return NULL;
   }
 #endif
-  if (mode == MODE_RING) {
-    local->thread = thread_id();
-    return local;
-  }
-  ca_trace_rec_t *r = ca_trace_buf_claim();
-  if (!r) __atomic_add_fetch(&lost, 1, __ATOMIC_RELAXED);
-  return r;
+  if (mode == MODE_RING) return local;
+  ca_trace_event_t *ev = ca_trace_buf_claim(buf);
+  if (!ev) __atomic_add_fetch(&lost, 1, __ATOMIC_RELAXED);
+  return ev;
 }
 
-static void end(ca_trace_rec_t *r, const ca_trace_rec_t *local) {
-  if (r == local) ca_trace_ring_put(r);
-  else ca_trace_buf_commit();
+static void end(ca_trace_event_t *ev, const ca_trace_event_t *local, ca_trace_buf_t *buf) {
+  if (ev == local) ca_trace_ring_put(ev, thread_id());
+  else ca_trace_buf_commit(buf);
+}
+
+/* Fills a held event (trace_log.h): the site's pointer, no id yet. */
+static void fill(ca_trace_event_t *ev, const ca_device_t *d, ca_trace_kind_t kind, uint64_t addr, uint64_t size,
+                 uint64_t stream, const void *site, uint32_t extra) {
+  ev->time_ns = device_time(d);
+  ev->addr = addr;
+  ev->size = size;
+  ev->stream = stream;
+  ca_trace_hold_site(ev, site);
+  ev->kind = (uint16_t)kind;
+  ev->device = (int16_t)d->ordinal;
+  ev->extra = extra;
 }
 
 void ca_trace_block_event(ca_device_t *d, ca_trace_kind_t kind, const ca_block_t *b, ca_stream_t stream) {
-  ca_trace_rec_t local, *r = begin(&local);
-  if (!r) return;
+  ca_trace_buf_t *buf = NULL;
+  ca_trace_event_t local, *ev = begin(&local, &buf);
+  if (!ev) return;
   size_t extra = b->size - b->requested;
-  r->time = device_time(d);
-  r->addr = b->addr;
-  r->size = b->requested;
-  r->stream = (uint64_t)(uintptr_t)stream;
-  r->site = b->site;
-  r->extra = extra > UINT32_MAX ? UINT32_MAX : (uint32_t)extra;
-  r->kind = (uint16_t)kind;
-  r->device = (int16_t)d->ordinal;
-  end(r, &local);
+  fill(ev, d, kind, b->addr, b->requested, (uint64_t)(uintptr_t)stream, b->site,
+       extra > UINT32_MAX ? UINT32_MAX : (uint32_t)extra);
+  end(ev, &local, buf);
 }
 
 void ca_trace_mem_event(ca_device_t *d, ca_trace_kind_t kind, uintptr_t addr, size_t size) {
-  ca_trace_rec_t local, *r = begin(&local);
-  if (r) {
-    r->time = device_time(d);
-    r->addr = addr;
-    r->size = size;
-    r->stream = 0;
-    r->site = NULL;
-    r->extra = 0;
-    r->kind = (uint16_t)kind;
-    r->device = (int16_t)d->ordinal;
-    end(r, &local);
+  ca_trace_buf_t *buf = NULL;
+  ca_trace_event_t local, *ev = begin(&local, &buf);
+  if (ev) {
+    fill(ev, d, kind, addr, size, 0, NULL, 0);
+    end(ev, &local, buf);
   }
   if (kind == CA_EV_OOM) {   /* what led to it, on disk before the program reacts */
     if (mode == MODE_FULL) ca_trace_buf_flush();

@@ -21,12 +21,12 @@
 #include "log.h"
 #include "trace_clock.h"
 
-#define RING_EVENTS 4096u   /* per thread: 224 KiB */
+#define RING_EVENTS 4096u   /* per thread: 192 KiB */
 #define WAKE_MS 20
 #define CLOCK_PAIR_NS 1000000000ull   /* a calibration pair a second */
 
 typedef struct tbuf_s {
-  ca_trace_rec_t ev[RING_EVENTS];
+  ca_trace_event_t ev[RING_EVENTS];   /* held (trace_log.h), made records in place as they go out */
   uint64_t head;        /* appended: written by the owner (release) */
   uint32_t thread;      /* the owner's Linux id, written into its records as they go out */
   uint64_t tail;        /* written out: by the holder of drain_lock (release) */
@@ -74,7 +74,7 @@ static void drain_one(tbuf_t *b) {
   while (t < h) {
     size_t at = (size_t)(t % RING_EVENTS), n = (size_t)(h - t);
     if (n > RING_EVENTS - at) n = RING_EVENTS - at;   /* up to the ring's end, then from its start */
-    if (out) ca_trace_file_write_recs(out, &b->ev[at], n, b->thread);
+    if (out) ca_trace_file_write_held(out, &b->ev[at], n, b->thread, NULL);
     t += n;
   }
   __atomic_store_n(&b->tail, t, __ATOMIC_RELEASE);
@@ -138,7 +138,7 @@ bool ca_trace_buf_start(ca_trace_file_t *tf) {
   return true;
 }
 
-ca_trace_rec_t *ca_trace_buf_claim(void) {
+ca_trace_event_t *ca_trace_buf_claim(ca_trace_buf_t **buf) {
   tbuf_t *b = mine;
   if (!b && !(b = attach())) return NULL;
   uint64_t h = b->head, used = h - __atomic_load_n(&b->tail, __ATOMIC_ACQUIRE);
@@ -149,13 +149,11 @@ ca_trace_rec_t *ca_trace_buf_claim(void) {
     used = 0;
   }
   if (used == RING_EVENTS / 2) pthread_cond_signal(&wake);
+  *buf = b;
   return &b->ev[h % RING_EVENTS];
 }
 
-void ca_trace_buf_commit(void) {
-  tbuf_t *b = mine;
-  __atomic_store_n(&b->head, b->head + 1, __ATOMIC_RELEASE);
-}
+void ca_trace_buf_commit(ca_trace_buf_t *b) { __atomic_store_n(&b->head, b->head + 1, __ATOMIC_RELEASE); }
 
 void ca_trace_buf_flush(void) { drain_all(); }
 

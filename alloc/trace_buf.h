@@ -11,12 +11,17 @@
 
 /* Starts the writer thread, which writes every buffered event to tf. */
 bool ca_trace_buf_start(ca_trace_file_t *tf);
-/* The next record of the calling thread's buffer, to fill and then
- * commit (no copy on the hot path); NULL when the thread has no buffer and
- * none could be made (the event is lost, and counted). */
-ca_trace_rec_t *ca_trace_buf_claim(void);
-/* Publishes the record the last claim returned. */
-void ca_trace_buf_commit(void);
+/* A thread's buffer (trace_buf.c). */
+typedef struct tbuf_s ca_trace_buf_t;
+
+/* The next record of the calling thread's buffer, to fill (held:
+ * trace_log.h) and then commit, with no copy on the hot path; *buf is the
+ * buffer, for the commit (one thread-local lookup per event, which costs a
+ * call in the shared library). NULL when the thread has no buffer and none
+ * could be made (the event is lost, and counted). */
+ca_trace_event_t *ca_trace_buf_claim(ca_trace_buf_t **buf);
+/* Publishes the record the claim of buf returned. */
+void ca_trace_buf_commit(ca_trace_buf_t *buf);
 /* Writes every buffered event now (on out-of-memory, on demand). */
 void ca_trace_buf_flush(void);
 /* Stops the writer after writing every event put before the call. */

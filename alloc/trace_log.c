@@ -166,20 +166,24 @@ void ca_trace_file_write(ca_trace_file_t *tf, const ca_trace_event_t *ev, size_t
   tf->events += n;
 }
 
-void ca_trace_file_write_recs(ca_trace_file_t *tf, const ca_trace_rec_t *r, size_t n, uint32_t thread) {
+void ca_trace_file_write_held(ca_trace_file_t *tf, ca_trace_event_t *ev, size_t n, uint32_t thread,
+                              const uint32_t *threads) {
   const void *site = NULL;   /* the last site's id: runs of one site are the rule */
   uint32_t id = 0;
   for (size_t i = 0; i < n; i++) {
-    const ca_trace_rec_t *e = &r[i];
-    if (e->site != site) id = ca_trace_log_site_id(site = e->site);
-    ca_trace_event_t ev = {.time_ns = e->time, .addr = e->addr, .size = e->size, .stream = e->stream, .site = id,
-                           .thread = thread ? thread : e->thread, .kind = e->kind, .device = e->device,
-                           .extra = e->extra};
-    if (sizeof tf->buf - tf->used < sizeof ev) ca_trace_file_flush(tf);
-    memcpy(tf->buf + tf->used, &ev, sizeof ev);   /* built in place: the buffer is bytes, not records */
-    tf->used += sizeof ev;
+    uint64_t w;
+    memcpy(&w, &ev[i].site, sizeof w);
+    if ((const void *)(uintptr_t)w != site) id = ca_trace_log_site_id(site = (const void *)(uintptr_t)w);
+    ev[i].site = id;
+    ev[i].thread = threads ? threads[i] : thread;
   }
-  tf->events += n;
+  if (n * sizeof *ev >= sizeof tf->buf) {
+    ca_trace_file_flush(tf);
+    write_all(tf, (const unsigned char *)ev, n * sizeof *ev);
+    tf->events += n;
+  } else {
+    ca_trace_file_write(tf, ev, n);
+  }
 }
 
 void ca_trace_file_clock(ca_trace_file_t *tf) {

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cudalloc_trace.h"
 
@@ -15,20 +16,18 @@
 uint32_t ca_trace_log_site_id(const void *site);
 void ca_trace_log_forget_sites(void);
 
-/* An event as the recorder holds it until it is written (the file's
- * ca_trace_event_t but for two fields, so that the hot path does neither
- * lookup): site is the call site's pointer (ca_track_site), made an id as
- * the record is written; thread is filled only where one buffer serves
- * every thread (the ring), the per-thread buffers know theirs. */
-typedef struct {
-  uint64_t time, addr, size, stream;   /* time: the raw clock (trace_clock.h) */
-  const void *site;
-  uint32_t extra;
-  uint16_t kind;
-  int16_t device;
-  uint32_t thread;
-  uint32_t pad;
-} ca_trace_rec_t;
+/* An event as the recorder holds it until it is written: the file's
+ * record, but for its site and thread fields, whose 8 bytes hold the call
+ * site's pointer (ca_track_site). They become the site's id and the thread
+ * as the record is written, so that the hot path does neither lookup. */
+_Static_assert(offsetof(ca_trace_event_t, site) % 8 == 0 &&
+               offsetof(ca_trace_event_t, thread) == offsetof(ca_trace_event_t, site) + 4 && sizeof(void *) <= 8,
+               "a held event keeps its site's pointer in its site and thread fields");
+
+static inline void ca_trace_hold_site(ca_trace_event_t *ev, const void *site) {
+  uint64_t w = (uint64_t)(uintptr_t)site;
+  memcpy(&ev->site, &w, sizeof w);
+}
 
 /* A log file being written: header first, then records. */
 /* Written through its own buffer, not stdio: a fork child must be able to
@@ -46,9 +45,12 @@ typedef struct ca_trace_file_s {
  * (trace_clock.h); false (said on stderr) when it cannot. */
 bool ca_trace_file_open(ca_trace_file_t *tf, const char *path, uint32_t flags);
 void ca_trace_file_write(ca_trace_file_t *tf, const ca_trace_event_t *ev, size_t n);
-/* Writes held events as records: their sites made ids, their thread
- * thread unless 0 (then each record's own). */
-void ca_trace_file_write_recs(ca_trace_file_t *tf, const ca_trace_rec_t *r, size_t n, uint32_t thread);
+/* Writes n held events (ca_trace_hold_site), made records in place: their
+ * sites made ids, their thread the one given, or threads[i] when threads
+ * is not NULL. A batch bigger than the file's buffer is written from where
+ * it is, not copied. */
+void ca_trace_file_write_held(ca_trace_file_t *tf, ca_trace_event_t *ev, size_t n, uint32_t thread,
+                              const uint32_t *threads);
 /* Writes a calibration pair of the clock taken now (CA_EV_CLOCK). */
 void ca_trace_file_clock(ca_trace_file_t *tf);
 /* Writes the buffered bytes to the file. */

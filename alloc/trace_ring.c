@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define WORDS (sizeof(ca_trace_rec_t) / sizeof(uint64_t))
+#define WORDS (sizeof(ca_trace_event_t) / sizeof(uint64_t) + 1)   /* the event, and its thread */
 
 typedef struct {
   uint64_t seq;        /* index + 1 of the event held; 0 while being written */
@@ -36,11 +36,12 @@ bool ca_trace_ring_start(uint64_t n) {
   return true;
 }
 
-void ca_trace_ring_put(const ca_trace_rec_t *ev) {
+void ca_trace_ring_put(const ca_trace_event_t *ev, uint32_t thread) {
   uint64_t i = __atomic_fetch_add(&head, 1, __ATOMIC_RELAXED);
   slot_t *s = &slots[i & mask];
   uint64_t w[WORDS];
-  memcpy(w, ev, sizeof w);
+  memcpy(w, ev, sizeof *ev);
+  w[WORDS - 1] = thread;
   /* The exchange keeps the words' stores after the slot is marked torn. */
   __atomic_exchange_n(&s->seq, 0, __ATOMIC_ACQ_REL);
   for (size_t k = 0; k < WORDS; k++) __atomic_store_n(&s->w[k], w[k], __ATOMIC_RELAXED);
@@ -48,30 +49,32 @@ void ca_trace_ring_put(const ca_trace_rec_t *ev) {
 }
 
 /* Copies slot i's event; false when it is torn or holds another index. */
-static bool read_slot(uint64_t i, ca_trace_rec_t *ev) {
+static bool read_slot(uint64_t i, ca_trace_event_t *ev, uint32_t *thread) {
   slot_t *s = &slots[i & mask];
   if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != i + 1) return false;
   uint64_t w[WORDS];
   for (size_t k = 0; k < WORDS; k++) w[k] = __atomic_load_n(&s->w[k], __ATOMIC_RELAXED);
   /* A read-modify-write, not a fence: the loads above stay before it. */
   if (__atomic_fetch_add(&s->seq, 0, __ATOMIC_ACQ_REL) != i + 1) return false;
-  memcpy(ev, w, sizeof w);
+  memcpy(ev, w, sizeof *ev);
+  *thread = (uint32_t)w[WORDS - 1];
   return true;
 }
 
 uint64_t ca_trace_ring_write(ca_trace_file_t *tf) {
   uint64_t h = __atomic_load_n(&head, __ATOMIC_ACQUIRE), lo = h > keep ? h - keep : 0, kept = 0;
-  ca_trace_rec_t batch[256];
+  ca_trace_event_t batch[256];
+  uint32_t threads[256];
   size_t n = 0;
   for (uint64_t i = lo; i < h; i++) {
-    if (!read_slot(i, &batch[n])) continue;
+    if (!read_slot(i, &batch[n], &threads[n])) continue;
     kept++;
     if (++n == sizeof batch / sizeof *batch) {
-      ca_trace_file_write_recs(tf, batch, n, 0);
+      ca_trace_file_write_held(tf, batch, n, 0, threads);
       n = 0;
     }
   }
-  ca_trace_file_write_recs(tf, batch, n, 0);
+  ca_trace_file_write_held(tf, batch, n, 0, threads);
   return h - kept;
 }
 
