@@ -325,6 +325,10 @@ Test(trace, reader_rejects_malformed_logs_with_the_offset) {
   memcpy(copy, b, n);
   memset(copy + hdr + rec + offsetof(ca_trace_event_t, addr), 0, 8);
   expect_rejected(copy, n, "calibration pairs go back in time");
+  /* an event's raw time that converts beyond any run (a fuzzed input made it) */
+  memcpy(copy, b, n);
+  memset(copy + hdr + 2 * rec + offsetof(ca_trace_event_t, time_ns), 0xff, 8);
+  expect_rejected(copy, n, "more than 2^62");
   /* without its end record (a killed process): the events, incomplete */
   ca_trace_data_t t;
   char err[256];

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #define MAX_DEVICES_CONVERTED 32768   /* a record's device is an int16 */
+#define MAX_NS 4611686018427387904.0   /* 2^62 ns (146 years): a converted time beyond is an error */
 
 static int fail(char *err, size_t cap, const char *fmt, ...) {
   va_list ap;
@@ -169,6 +170,11 @@ static int convert_times(ca_trace_data_t *t, pairs_t *pairs, char *err, size_t c
     while (k + 2 < n && e->time_ns >= pairs->p[k + 1].raw) k++;   /* events come in raw order */
     const pair_t *a = &pairs->p[k], *b = &pairs->p[k + 1];
     double ns = (double)a->ns + ((double)e->time_ns - (double)a->raw) * ((double)(b->ns - a->ns) / (double)(b->raw - a->raw));
+    if (!(ns < MAX_NS)) {   /* also NaN: a time no run reaches, from pairs or a record gone wrong */
+      free(last);
+      return fail(err, cap, "event %zu: its raw time %llu converts to %g ns, more than 2^62", i,
+                  (unsigned long long)e->time_ns, ns);
+    }
     uint64_t v = ns <= 0 ? 0 : (uint64_t)ns;
     if (last[e->device] && v < last[e->device]) v = last[e->device];   /* the device's last + 1 */
     last[e->device] = v + 1;

@@ -2,7 +2,8 @@
  * recorder's reader for the replay. Whatever the bytes, the import either
  * succeeds with only the kinds the replay plays, or fails naming the byte
  * offset; it never crashes or reads past the input. Seeds:
- * tests/fuzz/corpus/fuzz_import_cudalloc/ (a preloaded alloc_basic's log). */
+ * tests/fuzz/corpus/fuzz_import_cudalloc/ (a preloaded alloc_basic's logs: format
+ * version 1, and version 2 in full and ring mode). */
 #include "fuzz_import.h"
 
 static void check(const ca_trace_t *t) {
