@@ -2,10 +2,12 @@
  *
  * Each thread appends to its own ring of events: one producer (the thread)
  * and one consumer at a time (whoever holds drain_lock: the writer thread,
- * the thread itself when its ring is full, or a flush), so an append is a
- * copy and a release store, with no lock and no shared cache line. The
- * writer wakes every few milliseconds, or when a ring is half full, and
- * writes every ring's events in batches. A thread that ends marks its ring
+ * the thread itself when its ring is full, or a flush), so an append is the
+ * record's stores into its slot and a release store, with no lock and no
+ * shared cache line. The writer wakes every few milliseconds, or when a
+ * ring is half full, makes the new records final in their slots (site ids,
+ * the thread: trace_log.h's held events; the slots between tail and head
+ * are the consumer's) and writes them from there. A thread that ends marks its ring
  * gone; the writer frees it once it is empty. Nothing is lost: a full ring
  * is drained by its own thread before it appends, and the stop drains every
  * ring after the last append (the recorder stops appends first). */

@@ -1,5 +1,7 @@
 /* cudalloc's own event log (trace:PATH, docs/trace.md) as a replay's
- * event list, read by the recorder's reader (bench/trace/trace_read.h).
+ * event list, read by the recorder's reader (bench/trace/trace_read.h),
+ * which converts the log's raw clock (TSC ticks in format version 2) to
+ * ns and keeps the clock's calibration pairs out of the events.
  *
  * The log records the allocator's decisions too (maps, page moves,
  * reserve and release): only the program's own calls are replayed. Its
