@@ -352,6 +352,46 @@ Test(trace, reader_rejects_malformed_logs_with_the_offset) {
   unlink(log_path);
 }
 
+/* A version 1 log (times in ns, no clock pairs), made from a version 2
+ * one: read as it is, its times not converted. */
+Test(trace, reader_reads_version_1_logs_unconverted) {
+  start_recording("");
+  void *p;
+  for (int i = 0; i < 5; i++) {
+    cr_assert_eq(cudalloc_malloc(&p, 4096 + (size_t)i, NULL), cudaSuccess);
+    cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
+  }
+  cudalloc_shutdown();
+  size_t n;
+  unsigned char *b = slurp(log_path, &n), *v1 = malloc(n);
+  size_t hdr = sizeof(ca_trace_header_t), rec = sizeof(ca_trace_event_t), out = hdr, events = 0, at = hdr;
+  memcpy(v1, b, hdr);
+  ((ca_trace_header_t *)v1)->version = 1;
+  ((ca_trace_header_t *)v1)->clock = 0;
+  for (;; at += rec) {
+    ca_trace_event_t e;
+    memcpy(&e, b + at, rec);
+    if (e.kind == CA_EV_CLOCK) continue;
+    if (e.kind == CA_EV_LOG_END) e.size = events;
+    else e.time_ns = 1000 * ++events;   /* ns, as version 1 wrote them */
+    memcpy(v1 + out, &e, rec);
+    out += rec;
+    if (e.kind == CA_EV_LOG_END) break;
+  }
+  memcpy(v1 + out, b + at + rec, n - at - rec);   /* the call-site table */
+  out += n - at - rec;
+  ca_trace_data_t t;
+  char err[256];
+  cr_assert_eq(ca_trace_read_mem(v1, out, &t, err, sizeof err), 0, "%s", err);
+  cr_expect_eq(t.nevents, events);
+  cr_expect_geq(events, 10);
+  for (size_t i = 0; i < t.nevents; i++) cr_expect_eq(t.events[i].time_ns, 1000 * (i + 1), "event %zu", i);
+  ca_trace_data_free(&t);
+  free(v1);
+  free(b);
+  unlink(log_path);
+}
+
 // ----------------------------------------------------------------------------
 // Exports, read as their viewers read them
 // ----------------------------------------------------------------------------
