@@ -7,12 +7,14 @@
  * work counts) and ring mode (trace_ring:N). It prints figures; it passes
  * or fails nothing. docs/trace.md quotes them.
  *
- *   build/bench/bench_trace [--pairs N] [--rounds R] [--conf MORE] [--log PATH]   (about 1 s)
+ *   build/bench/bench_trace [--pairs N] [--rounds R] [--conf MORE] [--log PATH] [--mode full|ring]
  *
  * --conf adds configuration to both sides (thread_cache_kb:0 takes the
  * per-thread front cache out of the comparison: recording turns it off);
  * --log sends the full log elsewhere than /tmp (/dev/null: what the file
- * system's share of the cost is). */
+ * system's share of the cost is); --mode runs one mode alone: the second
+ * cudalloc_init of a process runs this pair slower than the first (on and
+ * off alike), which the ring's row, second, otherwise carries. */
 #define _GNU_SOURCE
 #include <stdbool.h>
 #include <stdint.h>
@@ -42,6 +44,7 @@ static size_t next;
 static const uint32_t *sizes;
 static const char *extra = "";   /* more configuration, for both sides */
 static const char *log_to;       /* where the full log goes (default: a file in /tmp) */
+static const char *only;         /* "full" or "ring": that mode alone, in a fresh process */
 
 static void check(cudaError_t err, const char *what) {
   if (err == cudaSuccess) return;
@@ -91,10 +94,15 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--conf") && i + 1 < argc) extra = argv[++i];
     else if (!strcmp(argv[i], "--log") && i + 1 < argc) log_to = argv[++i];
+    else if (!strcmp(argv[i], "--mode") && i + 1 < argc) only = argv[++i];
     else {
-      fprintf(stderr, "usage: bench_trace [--pairs N] [--rounds R] [--conf KEY:VALUE,...] [--log PATH]\n");
+      fprintf(stderr, "usage: bench_trace [--pairs N] [--rounds R] [--conf KEY:VALUE,...] [--log PATH] [--mode full|ring]\n");
       return 2;
     }
+  }
+  if (only && strcmp(only, "full") && strcmp(only, "ring")) {
+    fprintf(stderr, "bench_trace: --mode %s: full or ring\n", only);
+    return 2;
   }
   if (rounds < 1) rounds = 1;
   if (rounds > MAX_ROUNDS) rounds = MAX_ROUNDS;
@@ -108,10 +116,10 @@ int main(int argc, char **argv) {
          "%zu pairs x %d rounds, on and off in turn; median of the rounds\n\n", pairs, rounds);
   printf("| mode | off ns/pair | on ns/pair | on/off | ns per event |\n| --- | --- | --- | --- | --- |\n");
   snprintf(conf, sizeof conf, "backend:sim,sim_capacity_mb:4096,quiet:true,trace:%s%s%s", log, *extra ? "," : "", extra);
-  phase("trace (every event, writer thread)", conf);
+  if (!only || !strcmp(only, "full")) phase("trace (every event, writer thread)", conf);
   snprintf(conf, sizeof conf, "backend:sim,sim_capacity_mb:4096,quiet:true,trace:%s,trace_ring:100000%s%s", log,
            *extra ? "," : "", extra);
-  phase("trace_ring:100000", conf);
+  if (!only || !strcmp(only, "ring")) phase("trace_ring:100000", conf);
   /* Each event reads the log's raw clock once (docs/trace.md, "The clock"):
    * the TSC where it is invariant, else CLOCK_MONOTONIC. */
   struct timespec ts;
