@@ -13,8 +13,8 @@
  * per-thread front cache out of the comparison: recording turns it off);
  * --log sends the full log elsewhere than /tmp (/dev/null: what the file
  * system's share of the cost is); --mode runs one mode alone: the second
- * cudalloc_init of a process runs this pair slower than the first (on and
- * off alike), which the ring's row, second, otherwise carries. */
+ * cudalloc_init of a process was often seen to run this pair slower than
+ * the first (on and off alike), which the ring's row, second, would carry. */
 #define _GNU_SOURCE
 #include <stdbool.h>
 #include <stdint.h>
