@@ -12,9 +12,9 @@
  * --conf adds configuration to both sides (thread_cache_kb:0 takes the
  * per-thread front cache out of the comparison: recording turns it off);
  * --log sends the full log elsewhere than /tmp (/dev/null: what the file
- * system's share of the cost is); --mode runs one mode alone: the second
- * cudalloc_init of a process was often seen to run this pair slower than
- * the first (on and off alike), which the ring's row, second, would carry. */
+ * system's share of the cost is); --mode runs one mode alone, in a fresh
+ * process (the pair's own time was seen to differ between a process's
+ * first cudalloc_init and its second, on and off alike). */
 #define _GNU_SOURCE
 #include <stdbool.h>
 #include <stdint.h>
