@@ -118,10 +118,10 @@ CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t 
 
 CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind,
                       void *caller) {
+  ca_demand_poll();
   if (!ptr) return CUDA_ERROR_INVALID_VALUE;
   CUresult rc = ca_init(NULL);
   if (rc) return rc;
-  ca_demand_poll();
   if (size == 0) {   /* as cudaMalloc: success, and a NULL that frees fine */
     *ptr = NULL;
     return CUDA_SUCCESS;
@@ -130,19 +130,15 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_a
   /* Not stream-ordered: nobody's pending blocks (stream NULL to take), but
    * the legacy stream's while it is the only one (legacyq.c). */
   stream = ca_legacyq_alloc_stream(kind == CA_ALLOC_ASYNC, stream);
+  /* Taken here for both paths, outside every lock: the stack walk needs
+   * the same frames below each caller (stackwalk.c). */
+  void *site = ca_track_site(caller);
+  /* The thread's front cache first: a hit needs nothing below. */
+  if (kind == CA_ALLOC_ASYNC && ca_tcache_malloc(dev, ptr, size, stream, caller, site)) return CUDA_SUCCESS;
   ca_device_t *d;
   if ((rc = device_of(dev, stream ? stream : CA_STREAM_LEGACY, &d))) return rc;
   bool ordered = kind == CA_ALLOC_ASYNC;   /* else cudaMalloc, cuMemAlloc, pitch, 3D: usable by any stream */
-  void *site = ca_track_site(caller);   /* a backtrace is taken outside the lock */
-  ca_block_t *b = ordered ? ca_tcache_take(d, stream, size, ca_round_size(size), site) : NULL;
-  if (b) {   /* the thread's front cache, held over the hooks: no device lock */
-    ca_leaks_stamp(b);
-    ca_tcache_on_handout(d, b, true);
-    ca_tcache_take_done();
-    if (ca_state.be->check_handout) ca_state.be->check_handout(b->addr, size, stream, true, caller);
-    *ptr = (void *)b->addr;
-    return CUDA_SUCCESS;
-  }
+  ca_block_t *b = NULL;
   bool claimed = false;
   pthread_mutex_lock(&d->lock);
   if (size > d->limit) rc = out_of_memory(d, size, CUDA_ERROR_OUT_OF_MEMORY);
@@ -270,7 +266,7 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
 CUresult ca_free(void *ptr, ca_stream_t stream) {
   ca_demand_poll();
   ca_legacyq_saw(stream);
-  if (!exited() && ca_tcache_give(ptr, stream)) return CUDA_SUCCESS;   /* the thread's front cache: no lock */
+  if (ca_tcache_give(ptr, stream)) return CUDA_SUCCESS;   /* the thread's front cache: no lock */
   return free_block(ptr, stream, false);
 }
 

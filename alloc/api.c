@@ -49,13 +49,14 @@ cudaError_t cudalloc_init(const char *conf) { return ca_cuda_error(ca_init(conf)
 
 int cudalloc_version(void) { return CUDALLOC_VERSION; }
 
+/* Success needs no translation (the hot path). */
+static cudaError_t result(CUresult rc) { return rc ? ca_cuda_error(rc) : cudaSuccess; }
+
 cudaError_t cudalloc_malloc(void **ptr, size_t size, cudaStream_t stream) {
-  return ca_cuda_error(ca_malloc(ptr, size, (ca_stream_t)stream, CA_ALLOC_ASYNC, __builtin_return_address(0)));
+  return result(ca_malloc(ptr, size, (ca_stream_t)stream, CA_ALLOC_ASYNC, __builtin_return_address(0)));
 }
 
-cudaError_t cudalloc_free(void *ptr, cudaStream_t stream) {
-  return ca_cuda_error(ca_free(ptr, (ca_stream_t)stream));
-}
+cudaError_t cudalloc_free(void *ptr, cudaStream_t stream) { return result(ca_free(ptr, (ca_stream_t)stream)); }
 
 cudaError_t cudalloc_free_sync(void *ptr) { return ca_cuda_error(ca_free_sync(ptr)); }
 

@@ -24,8 +24,6 @@
 #include "streams.h"
 #include "trace.h"
 
-ca_stream_t ca_stream_normal(ca_stream_t s) { return s ? s : CA_STREAM_LEGACY; }
-
 static bool reusable(const ca_queue_t *q) { return q->stream && !q->dead; }
 
 /* The queue's bins for b's pool, made on first use: NULL when there is no

@@ -59,6 +59,6 @@ bool ca_fences_wait_one(ca_device_t *d, size_t *released);
 void ca_fences_wait_all(ca_device_t *d);
 void ca_fences_teardown(ca_device_t *d, bool call_backend);
 void ca_queue_stream_gone(ca_device_t *d, ca_stream_t stream);
-ca_stream_t ca_stream_normal(ca_stream_t stream);
+static inline ca_stream_t ca_stream_normal(ca_stream_t stream) { return stream ? stream : CA_STREAM_LEGACY; }
 
 #endif /* CUDALLOC_FENCE_H */

@@ -20,7 +20,14 @@
  * Two tables, neither ever shrinking until ca_stackwalk_forget: per `caller`
  * where its slot and its caller's slot are; per (caller, its caller,
  * depth) the frames and their slots. Entries are immutable once
- * published, so readers take no lock. */
+ * published, so readers take no lock.
+ *
+ * In front of them, each thread remembers the last few stacks it matched,
+ * keyed by (caller, this file's CFA): the same CFA puts every remembered
+ * slot at the very address it was read at when the stack last matched
+ * (still checked against the stack's bounds, in two compares: a thread
+ * may run on another stack, a coroutine's), and a full compare of every frame's return address in its slot is the same
+ * stack by the argument above. No hash of the tables, no probe. */
 #define _GNU_SOURCE /* pthread_getattr_np */
 #include "stackwalk.h"
 
@@ -74,10 +81,29 @@ typedef struct bounds_s {
   uintptr_t lo, hi;
 } bounds_t;
 
-static __thread bounds_t bounds;
+#define MEMO_LOG2 3          /* stacks remembered per thread: 8 */
+
+typedef struct memo_s {
+  void *caller;
+  const char *cfa;
+  uintptr_t slot0;
+  const stack_t_ *s;
+} memo_t;
+
+/* One thread-local block: the stack's bounds and the memo. The memo is
+ * believed only while `gen` is the tables' (ca_stackwalk_forget frees the
+ * stacks it names, and moves the generation on). */
+typedef struct thread_s {
+  bounds_t bounds;
+  unsigned gen;
+  memo_t memo[1 << MEMO_LOG2];
+} thread_t;
+
+static __thread thread_t mine;
+static unsigned generation = 1;   /* a thread's zeroed memo names none */
 
 static const bounds_t *stack_bounds(void) {
-  bounds_t *b = &bounds;
+  bounds_t *b = &mine.bounds;
   if (b->hi) return b;
   pthread_attr_t attr;
   void *addr;
@@ -231,10 +257,38 @@ static __attribute__((noinline)) void *unwind(void *caller, int depth, bool cach
 
 // ----------------------------------------------------------------------------
 
-void *ca_stackwalk_site(void *caller, int depth, bool cached, ca_stackwalk_intern_fn intern) {
-  const char *cfa = __builtin_dwarf_cfa();
-  if (depth > MAX_FRAMES) depth = MAX_FRAMES;
-  if (!cached) return unwind(caller, depth, false, intern, cfa);
+static memo_t *memo_of(void *caller, const char *cfa) {
+  uint64_t h = ((uintptr_t)caller ^ (uintptr_t)cfa) * 0x9e3779b97f4a7c15ull;
+  return &mine.memo[h >> (64 - MEMO_LOG2)];
+}
+
+/* The memo's stack, if every frame is still in its slot. */
+__attribute__((no_sanitize("address"))) static void *remembered(void *caller, const char *cfa, int depth) {
+  unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+  if (mine.gen != gen) {
+    memset(mine.memo, 0, sizeof mine.memo);
+    mine.gen = gen;
+    return NULL;
+  }
+  const memo_t *m = memo_of(caller, cfa);
+  const stack_t_ *s = m->s;
+  if (m->caller != caller || m->cfa != cfa || !s || s->depth != depth) return NULL;
+  if (m->slot0 < mine.bounds.lo || m->slot0 + (uintptr_t)s->f[s->n - 1].off > mine.bounds.hi - sizeof(void *))
+    return NULL;
+  for (int i = 0; i < s->n; i++)
+    if (*(void *const *)(m->slot0 + (uintptr_t)s->f[i].off) != s->f[i].pc) return NULL;
+  return s->site;
+}
+
+static void *remember(void *caller, const char *cfa, uintptr_t slot0, const stack_t_ *s) {
+  if (!CA_DEBUG(stackwalk_trust_caller) && mine.gen == __atomic_load_n(&generation, __ATOMIC_ACQUIRE))
+    *memo_of(caller, cfa) = (memo_t){caller, cfa, slot0, s};
+  return s->site;
+}
+
+/* The tables, then the unwinder; cfa is ca_stackwalk_site's. */
+static __attribute__((noinline)) void *look_up(void *caller, int depth, ca_stackwalk_intern_fn intern,
+                                               const char *cfa) {
   const caller_t *c = find_caller(caller);
   if (c && c->delta == NO_SLOT) return c->site;
   if (c) {
@@ -248,15 +302,24 @@ void *ca_stackwalk_site(void *caller, int depth, bool cached, ca_stackwalk_inter
         const stack_t_ *s = __atomic_load_n(&stacks[(h + (size_t)p) & (STACKS - 1)], __ATOMIC_ACQUIRE);
         if (!s) break;
         if (s->caller == caller && s->up_pc == up_pc && s->depth == depth && frames_match(s, b, slot0))
-          return s->site;
+          return remember(caller, cfa, slot0, s);
       }
     }
   }
   return unwind(caller, depth, true, intern, cfa);
 }
 
+void *ca_stackwalk_site(void *caller, int depth, bool cached, ca_stackwalk_intern_fn intern) {
+  const char *cfa = __builtin_dwarf_cfa();
+  if (depth > MAX_FRAMES) depth = MAX_FRAMES;
+  if (!cached) return unwind(caller, depth, false, intern, cfa);
+  void *site = remembered(caller, cfa, depth);
+  return site ? site : look_up(caller, depth, intern, cfa);
+}
+
 void ca_stackwalk_forget(void) {
   pthread_mutex_lock(&lock);
+  __atomic_add_fetch(&generation, 1, __ATOMIC_ACQ_REL);
   memset(callers, 0, sizeof callers);
   memset(stacks, 0, sizeof stacks);
   while (all_callers) {

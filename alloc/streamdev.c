@@ -13,50 +13,35 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CA_STREAMDEV_LOG2 8   /* created streams remembered per thread: 256, direct-mapped */
-#define CA_STREAMDEV_WAYS (1 << CA_STREAMDEV_LOG2)
-
-static uint64_t generation = 1;   /* a thread's zeroed memory names none */
-
-typedef struct {
-  uint64_t gen;
-  void *ctx;                      /* the default handles' answer holds under this context */
-  int ctx_dev;
-  ca_stream_t stream[CA_STREAMDEV_WAYS];
-  int dev[CA_STREAMDEV_WAYS];
-} streamdev_tls_t;
+uint64_t ca_streamdev_generation = 1;   /* a thread's zeroed memory names none */
 
 /* On the heap: the preload library's TLS is static (the shim's
  * initial-exec variables), and a program that dlopens it has little room. */
-static __thread streamdev_tls_t *tls;
+__thread ca_streamdev_tls_t *ca_streamdev_tls;
 static pthread_key_t key;   /* frees an exiting thread's answers */
 static bool key_ok;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 /* Other destructors (the front cache's) may still ask afterwards: they get
  * fresh answers, freed in the next round of destructors. */
 static void drop(void *t) {
-  tls = NULL;
+  ca_streamdev_tls = NULL;
   free(t);
 }
 static void make_key(void) { key_ok = pthread_key_create(&key, drop) == 0; }
 
 static bool is_default(ca_stream_t s) { return s == NULL || s == CA_STREAM_LEGACY || s == CA_STREAM_PER_THREAD; }
 
-static unsigned way_of(ca_stream_t s) {
-  return (unsigned)((uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ull >> (64 - CA_STREAMDEV_LOG2));
-}
-
 /* The thread's answers, emptied when the generation moved on; NULL when
  * there is no memory for them (the backend is asked every time). */
-static streamdev_tls_t *answers(void) {
-  streamdev_tls_t *t = tls;
+static ca_streamdev_tls_t *answers(void) {
+  ca_streamdev_tls_t *t = ca_streamdev_tls;
   if (!t) {
     pthread_once(&key_once, make_key);
     if (!key_ok || !(t = calloc(1, sizeof *t))) return NULL;
     pthread_setspecific(key, t);
-    tls = t;
+    ca_streamdev_tls = t;
   }
-  uint64_t gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+  uint64_t gen = __atomic_load_n(&ca_streamdev_generation, __ATOMIC_ACQUIRE);
   if (t->gen != gen && !CA_DEBUG(stale_stream_devices)) {
     memset(t, 0, sizeof *t);
     t->gen = gen;
@@ -66,11 +51,11 @@ static streamdev_tls_t *answers(void) {
 
 static void *context_key(void) { return ca_state.be->context_key ? ca_state.be->context_key() : NULL; }
 
-CUresult ca_stream_device(ca_stream_t stream, int *dev) {
-  streamdev_tls_t *t = answers();
+CUresult ca_stream_device_asked(ca_stream_t stream, int *dev) {
+  ca_streamdev_tls_t *t = answers();
   if (!t) return ca_state.be->stream_device(stream, dev);
   bool dflt = is_default(stream);
-  unsigned w = way_of(stream);
+  unsigned w = ca_streamdev_way(stream);
   void *ctx = dflt ? context_key() : NULL;
   bool same_ctx = ctx && (t->ctx == ctx || (CA_DEBUG(stale_stream_devices) && t->ctx));
   if (dflt ? same_ctx : stream && t->stream[w] == stream) {
@@ -89,4 +74,4 @@ CUresult ca_stream_device(ca_stream_t stream, int *dev) {
   return CUDA_SUCCESS;
 }
 
-void ca_streamdev_forget(void) { __atomic_add_fetch(&generation, 1, __ATOMIC_ACQ_REL); }
+void ca_streamdev_forget(void) { __atomic_add_fetch(&ca_streamdev_generation, 1, __ATOMIC_ACQ_REL); }

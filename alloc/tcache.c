@@ -2,9 +2,11 @@
  * what it promises).
  *
  * A thread's cache holds:
- * - lists of cached blocks, one per (freeing stream, device, size class),
- *   in a small set-associative table: a free that finds no room in its set
- *   goes to the core, so nothing is ever evicted;
+ * - lists of cached blocks, one per (freeing stream, device, size class):
+ *   a 2-way table of (stream, device) entries, each with one list head per
+ *   size class, so that a hit is one entry compare and one index; a free
+ *   that finds no room for its stream goes to the core, so nothing is ever
+ *   evicted;
  * - the blocks the thread was handed for stream-ordered small requests and
  *   still holds, by address in a 4-way set-associative table (when a set is
  *   full of blocks still held, a newer one takes the first slot, and the
@@ -23,17 +25,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blocks.h"
 #include "fence.h"
+#include "leaks.h"
 #include "ptrmap.h"
 #include "sitelive.h"
 #include "streamdev.h"
 #include "streams.h"
 #include "trace.h"
+#include "track.h"
 
 #define CA_TCACHE_CLASSES (CA_TCACHE_MAX_SIZE / CA_MIN_BLOCK)
-#define CA_TCACHE_SETS_LOG2 8
-#define CA_TCACHE_SETS (1 << CA_TCACHE_SETS_LOG2)
-#define CA_TCACHE_WAYS 4
+#define CA_TCACHE_STREAMS_LOG2 6   /* (stream, device) entries per thread: 64, 2-way */
+#define CA_TCACHE_STREAMS (1 << CA_TCACHE_STREAMS_LOG2)
 #define CA_TCACHE_SITE_LOOK 4   /* cached blocks of a list a hit looks at for its call site */
 #define CA_TCACHE_HELD_LOG2 10   /* sets of the blocks held, of CA_TCACHE_HELD_WAYS */
 #define CA_TCACHE_HELD (1 << CA_TCACHE_HELD_LOG2)
@@ -41,10 +45,10 @@
 
 typedef struct tc_list_s {
   ca_stream_t stream;           /* the freeing stream, normalized */
-  uint64_t owner;               /* its queue's owner (per-thread stream: this thread) */
   int dev;
-  unsigned cls;
-  ca_block_t *head;             /* NULL: the way is free */
+  unsigned blocks;              /* cached in head[]; 0: the entry is free */
+  uint64_t owner;               /* its queue's owner (per-thread stream: this thread) */
+  ca_block_t *head[CA_TCACHE_CLASSES];   /* by size class */
 } tc_list_t;
 
 /* Written by the cache's holder, read by anyone: relaxed atomics. */
@@ -65,7 +69,7 @@ typedef struct ca_tcache_s {
   unsigned gen;                 /* the registry's generation it belongs to */
   struct ca_tcache_s *prev, *next;
   size_t bytes;                 /* cached, all devices */
-  tc_list_t lists[CA_TCACHE_SETS][CA_TCACHE_WAYS];
+  tc_list_t lists[CA_TCACHE_STREAMS];
   held_t held[CA_TCACHE_HELD][CA_TCACHE_HELD_WAYS]; /* blocks the program holds from this thread */
   tc_counts_t counts[CA_MAX_DEVICES];
 } ca_tcache_t;
@@ -81,15 +85,18 @@ static struct {
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static __thread ca_tcache_t *mine;
 
+/* The small helpers of a hit, inlined into it. */
+#define HOT static inline __attribute__((always_inline))
+
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
-static void bump(int64_t *c, int64_t delta) { STORE(c, LOAD(c) + delta); }
+HOT void bump(int64_t *c, int64_t delta) { STORE(c, LOAD(c) + delta); }
 
-static bool try_hold(ca_tcache_t *c) { return !__atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQUIRE); }
+HOT bool try_hold(ca_tcache_t *c) { return !__atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQUIRE); }
 static void hold(ca_tcache_t *c) {
   while (!try_hold(c)) sched_yield();   /* its thread holds it for a few instructions */
 }
-static void unhold(ca_tcache_t *c) { __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE); }
+HOT void unhold(ca_tcache_t *c) { __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE); }
 
 static size_t capacity(void) { return (size_t)ca_config.thread_cache_kb << 10; }
 
@@ -116,22 +123,22 @@ static ca_tcache_t *my_cache(void) {
   return mine = c;
 }
 
-static tc_list_t *set_of(ca_stream_t s, int dev, unsigned cls, tc_list_t (*lists)[CA_TCACHE_WAYS]) {
+HOT unsigned way_of(ca_stream_t s, int dev) {
   /* every bit of the handle counts: a simulated stream's differ in the low ones */
-  uint64_t h = ((uint64_t)(uintptr_t)s * 0xff51afd7ed558ccdull ^ (uint64_t)dev << 8 ^ cls) * 0x9e3779b97f4a7c15ull;
-  return lists[h >> (64 - CA_TCACHE_SETS_LOG2)];
+  uint64_t h = ((uint64_t)(uintptr_t)s ^ (uint64_t)dev << 56) * 0x9e3779b97f4a7c15ull;
+  return (unsigned)(h >> (64 - CA_TCACHE_STREAMS_LOG2));
 }
 
-static held_t *held_set(ca_tcache_t *c, uintptr_t p) {
+HOT held_t *held_set(ca_tcache_t *c, uintptr_t p) {
   return c->held[(uint64_t)(p >> 9) * 0x9e3779b97f4a7c15ull >> (64 - CA_TCACHE_HELD_LOG2)];
 }
 
 /* An entry that names no block the thread still holds at its address. */
-static bool stale(const ca_tcache_t *c, const held_t *h) {
+HOT bool stale(const ca_tcache_t *c, const held_t *h) {
   return !h->addr || __atomic_load_n(&h->b->tc, __ATOMIC_ACQUIRE) != (uintptr_t)c || h->b->addr != h->addr;
 }
 
-static void hold_block(ca_tcache_t *c, ca_block_t *b) {
+HOT void hold_block(ca_tcache_t *c, ca_block_t *b) {
   held_t *set = held_set(c, b->addr), *slot = set;
   for (int w = 0; w < CA_TCACHE_HELD_WAYS; w++)
     if (set[w].addr == b->addr || stale(c, &set[w])) {
@@ -141,75 +148,113 @@ static void hold_block(ca_tcache_t *c, ca_block_t *b) {
   *slot = (held_t){b->addr, b};
 }
 
-static bool same_list(const tc_list_t *l, ca_stream_t s, int dev, unsigned cls) {
-  return l->head && l->stream == s && l->dev == dev && l->cls == cls;
+HOT bool same_list(const tc_list_t *l, ca_stream_t s, int dev) {
+  return l->blocks && l->stream == s && l->dev == dev;
 }
 
-/* The list for (s, dev, cls); with room, a free way claimed for it. */
-static tc_list_t *list_of(ca_tcache_t *c, ca_stream_t s, int dev, unsigned cls, bool room) {
-  tc_list_t *set = set_of(s, dev, cls, c->lists), *free_way = NULL;
-  for (int w = 0; w < CA_TCACHE_WAYS; w++) {
-    if (same_list(&set[w], s, dev, cls)) return &set[w];
-    if (!set[w].head && !free_way) free_way = &set[w];
+/* The lists of (s, dev); with room, a free entry claimed for them. */
+HOT tc_list_t *list_of(ca_tcache_t *c, ca_stream_t s, int dev, bool room) {
+  unsigned w = way_of(s, dev);
+  tc_list_t *a = &c->lists[w], *b = &c->lists[w ^ 1];
+  if (same_list(a, s, dev)) return a;
+  if (same_list(b, s, dev)) return b;
+  if (!room) return NULL;
+  tc_list_t *l = !a->blocks ? a : !b->blocks ? b : NULL;
+  if (l) {
+    l->stream = s;
+    l->dev = dev;
+    l->owner = ca_stream_owner(s);
   }
-  if (!room || !free_way) return NULL;
-  *free_way = (tc_list_t){.stream = s, .dev = dev, .cls = cls, .owner = ca_stream_owner(s)};
-  return free_way;
+  return l;
 }
 
 /* Not during a capture (frees are held back), nor while the event log
- * records (its hooks run under the device lock, in the core's order). */
-static bool usable(void) {
-  return ca_config.thread_cache_kb && __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) == 0 && !ca_trace_on();
+ * records (its hooks run under the device lock, in the core's order), nor
+ * once the process exits (the core answers then). */
+HOT bool usable(void) {
+  return ca_config.thread_cache_kb && __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) == 0 && !ca_trace_on() &&
+         !__atomic_load_n(&ca_state.exited, __ATOMIC_ACQUIRE);
 }
 
-static unsigned class_of(size_t size) { return (unsigned)(size / CA_MIN_BLOCK) - 1; }
+HOT unsigned class_of(size_t size) { return (unsigned)(size / CA_MIN_BLOCK) - 1; }
 
 // ----------------------------------------------------------------------------
 // Hits
 // ----------------------------------------------------------------------------
 
-ca_block_t *ca_tcache_take(ca_device_t *d, ca_stream_t stream, size_t size, size_t rounded, void *site) {
-  ca_tcache_t *c = mine;
-  if (rounded > CA_TCACHE_MAX_SIZE || !c || !usable() || !try_hold(c)) return NULL;
-  tc_list_t *l = list_of(c, CA_DEBUG(tcache_any_stream) ? NULL : stream, d->ordinal, class_of(rounded), false);
-  if (CA_DEBUG(tcache_any_stream))   /* the broken policy: any stream's list of the class */
-    for (int s = 0; s < CA_TCACHE_SETS * CA_TCACHE_WAYS && !l; s++) {
-      tc_list_t *x = &c->lists[0][0] + s;
-      if (x->head && x->dev == d->ordinal && x->cls == class_of(rounded)) l = x;
-    }
-  /* Only a block last handed out at the same call site: the per-site live
-   * totals (sitelive.c, under the device lock) counted it there, and it
-   * stays there. A few are looked at; the rest is a miss. */
-  ca_block_t **at = l ? &l->head : NULL, *b = NULL;
-  for (int k = 0; at && *at && k < CA_TCACHE_SITE_LOOK; at = &(*at)->tc_next, k++)
-    if ((*at)->site == site) {
-      b = *at;
-      break;
-    }
-  if (b) {
-    hold_block(c, b);
+/* The device a stream-ordered request of dev (-1: the stream's own) on
+ * stream goes to, as the core's device_of() finds it; -1 when the core
+ * should answer (a bad handle, a device mismatch: its error). */
+HOT int device_for(int dev, ca_stream_t stream) {
+  int sdev = dev;
+  if (dev < 0 || !ca_stream_is_default(stream)) {
+    if (ca_stream_device(stream, &sdev) || (dev >= 0 && sdev != dev)) return -1;
+  }
+  return sdev;
+}
+
+/* The block of l's size class cls last handed out at site: the per-site
+ * live totals (sitelive.c, under the device lock) counted it there, and it
+ * stays there. A few are looked at; the rest is a miss. */
+HOT ca_block_t *take_at(tc_list_t *l, unsigned cls, void *site) {
+  ca_block_t **at = &l->head[cls];
+  for (int k = 0; *at && k < CA_TCACHE_SITE_LOOK; at = &(*at)->tc_next, k++) {
+    ca_block_t *b = *at;
+    if (b->site != site) continue;
     *at = b->tc_next;
     b->tc_next = NULL;
-    c->bytes -= b->size;
-    tc_counts_t *n = &c->counts[d->ordinal];
-    bump(&n->bytes, -(int64_t)b->size);
-    bump(&n->requested, -(int64_t)b->requested);
-    bump(&n->blocks, -1);
-    bump(&n->hits, 1);
-    bump(&n->hit_bytes, (int64_t)b->size);
-    bump(&n->hit_requested, (int64_t)size);
-    bump(&n->drift, (int64_t)size - (int64_t)b->requested);
-    b->requested = size;
-    __atomic_store_n(&b->tc, (uintptr_t)c, __ATOMIC_RELEASE);
-    CA_DEBUG_TALLY(tcache_hits);
-    return b;   /* c stays held for the caller's hooks */
+    l->blocks--;
+    return b;
   }
-  unhold(c);
   return NULL;
 }
 
-void ca_tcache_take_done(void) { unhold(mine); }
+/* The broken policy of a test switch: any stream's list of the class. */
+static tc_list_t *any_stream(ca_tcache_t *c, int dev, unsigned cls) {
+  for (int i = 0; i < CA_TCACHE_STREAMS; i++)
+    if (c->lists[i].blocks && c->lists[i].dev == dev && c->lists[i].head[cls]) return &c->lists[i];
+  return NULL;
+}
+
+bool ca_tcache_malloc(int dev, void **ptr, size_t size, ca_stream_t stream, void *caller, void *site) {
+  ca_tcache_t *c = mine;
+  if (!c || size > CA_TCACHE_MAX_SIZE || !usable()) return false;
+  stream = ca_stream_normal(stream);
+  if ((dev = device_for(dev, stream)) < 0) return false;
+  unsigned cls = class_of(ca_round_size(size));
+  if (!try_hold(c)) return false;
+  tc_list_t *l = CA_DEBUG(tcache_any_stream) ? any_stream(c, dev, cls) : list_of(c, stream, dev, false);
+  ca_block_t *b = l ? take_at(l, cls, site) : NULL;
+  if (!b) {
+    unhold(c);
+    return false;
+  }
+  ca_device_t *d = b->seg->pool->dev;
+  hold_block(c, b);
+  c->bytes -= b->size;
+  tc_counts_t *n = &c->counts[dev];
+  bump(&n->bytes, -(int64_t)b->size);
+  bump(&n->requested, -(int64_t)b->requested);
+  bump(&n->blocks, -1);
+  bump(&n->hits, 1);
+  bump(&n->hit_bytes, (int64_t)b->size);
+  bump(&n->hit_requested, (int64_t)size);
+  bump(&n->drift, (int64_t)size - (int64_t)b->requested);
+  b->requested = size;
+  /* Handed out for this stream now: a cudaFree under free_mode:stream
+   * fences it there, as the core's hand-out would have set it. */
+  b->stream = stream;
+  b->owner = l->owner;
+  __atomic_store_n(&b->tc, (uintptr_t)c, __ATOMIC_RELEASE);
+  CA_DEBUG_TALLY(tcache_hits);
+  /* the hand-out hooks with c still held, as a reader holding the caches expects */
+  ca_leaks_stamp(b);
+  ca_tcache_on_handout(d, b, true);
+  unhold(c);
+  if (ca_state.be->check_handout) ca_state.be->check_handout(b->addr, size, stream, true, caller);
+  *ptr = (void *)b->addr;
+  return true;
+}
 
 bool ca_tcache_claim(ca_device_t *d, ca_block_t *b, ca_stream_t stream) {
   (void)d, (void)stream;
@@ -230,7 +275,7 @@ void ca_tcache_remember(ca_block_t *b) {
 
 /* The block at p, if the program holds it from this thread (its slot is
  * emptied either way: a stale entry goes). */
-static ca_block_t *held_block(ca_tcache_t *c, uintptr_t p) {
+HOT ca_block_t *held_block(ca_tcache_t *c, uintptr_t p) {
   held_t *set = held_set(c, p);
   for (int w = 0; w < CA_TCACHE_HELD_WAYS; w++) {
     if (set[w].addr != p) continue;
@@ -250,10 +295,12 @@ bool ca_tcache_give(void *ptr, ca_stream_t stream) {
   tc_list_t *l = NULL;
   uintptr_t want = (uintptr_t)c;
   if (b && b->seg->pool->dev->ordinal == dev && c->bytes + b->size <= capacity() &&
-      (l = list_of(c, stream, dev, class_of(b->size), true)) &&
+      (l = list_of(c, stream, dev, true)) &&
       __atomic_compare_exchange_n(&b->tc, &want, want | 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    b->tc_next = l->head;
-    l->head = b;
+    ca_block_t **head = &l->head[class_of(b->size)];
+    b->tc_next = *head;
+    *head = b;
+    l->blocks++;
     c->bytes += b->size;
     tc_counts_t *n = &c->counts[dev];
     bump(&n->bytes, (int64_t)b->size);
@@ -309,18 +356,21 @@ static void fold_into(ca_device_t *d, tc_counts_t *n) {
 
 static size_t flush_cache(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bool forget) {
   size_t bytes = 0;
-  for (tc_list_t *l = &c->lists[0][0]; l < &c->lists[0][0] + CA_TCACHE_SETS * CA_TCACHE_WAYS; l++) {
-    if (!l->head || l->dev != d->ordinal || (stream && l->stream != stream)) continue;
-    while (l->head) {
-      ca_block_t *b = l->head;
-      l->head = b->tc_next;
-      tc_counts_t *n = &c->counts[d->ordinal];
-      bump(&n->bytes, -(int64_t)b->size);
-      bump(&n->requested, -(int64_t)b->requested);
-      bump(&n->blocks, -1);
-      c->bytes -= b->size;
-      bytes += b->size;
-      give_back(d, l, b);
+  for (tc_list_t *l = c->lists; l < c->lists + CA_TCACHE_STREAMS; l++) {
+    if (!l->blocks || l->dev != d->ordinal || (stream && l->stream != stream)) continue;
+    for (unsigned cls = 0; l->blocks && cls < CA_TCACHE_CLASSES; cls++) {
+      while (l->head[cls]) {
+        ca_block_t *b = l->head[cls];
+        l->head[cls] = b->tc_next;
+        l->blocks--;
+        tc_counts_t *n = &c->counts[d->ordinal];
+        bump(&n->bytes, -(int64_t)b->size);
+        bump(&n->requested, -(int64_t)b->requested);
+        bump(&n->blocks, -1);
+        c->bytes -= b->size;
+        bytes += b->size;
+        give_back(d, l, b);
+      }
     }
   }
   fold_into(d, &c->counts[d->ordinal]);
