@@ -23,6 +23,7 @@ typedef struct ca_debug_s {
   bool trace_clock_bad_scale;   /* the event log's calibration pairs say 1.5 times the time that passed */
   bool trace_clock_monotonic;   /* the event log's clock is CLOCK_MONOTONIC even where the TSC would do */
   bool stackwalk_trust_caller;  /* a remembered stack matches on its innermost frame alone */
+  bool stackwalk_memo_trust;    /* a thread's memo believes its stack on (caller, CFA) alone */
   bool sites_miss_frees;        /* the per-site live totals ignore frees */
   bool stale_stream_devices;    /* threads keep their streams' devices through every change */
   bool qtable_no_shift;         /* the queue hash deletes without moving the run back */
@@ -31,6 +32,7 @@ typedef struct ca_debug_s {
   bool tcache_no_flush;         /* the slow path and the other flushes leave the front caches alone */
   bool legacyq_outlive_streams; /* the legacy queue's mode survives a new stream, thread or peer */
   uint64_t tcache_hits;         /* front-cache hits (a tally, not a switch) */
+  uint64_t stackwalk_memo_hits; /* stacks a thread's memo answered (a tally, not a switch) */
   uint64_t queue_visits;        /* queues a seal or a poll looked at (a tally, not a switch) */
 } ca_debug_t;
 extern ca_debug_t ca_debug;

@@ -257,13 +257,25 @@ static __attribute__((noinline)) void *unwind(void *caller, int depth, bool cach
 
 // ----------------------------------------------------------------------------
 
+/* The memo's set of (caller, cfa): two ways, so that two callers of a
+ * helper at one depth (the same key) alternate without a miss. */
 static memo_t *memo_of(void *caller, const char *cfa) {
   uint64_t h = ((uintptr_t)caller ^ (uintptr_t)cfa) * 0x9e3779b97f4a7c15ull;
-  return &mine.memo[h >> (64 - MEMO_LOG2)];
+  return &mine.memo[h >> (64 - MEMO_LOG2) & ~(uint64_t)1];
 }
 
-/* The memo's stack, if every frame is still in its slot. */
-__attribute__((no_sanitize("address"))) static void *remembered(void *caller, const char *cfa, int depth) {
+/* m's stack, if every frame is still in its slot. */
+__attribute__((no_sanitize("address"), always_inline)) static inline bool still(const memo_t *m, void *caller, const char *cfa, int depth) {
+  const stack_t_ *s = m->s;
+  if (m->caller != caller || m->cfa != cfa || !s || s->depth != depth) return false;
+  if (m->slot0 < mine.bounds.lo || m->slot0 + (uintptr_t)s->f[s->n - 1].off > mine.bounds.hi - sizeof(void *))
+    return false;
+  for (int i = 0; i < s->n && !CA_DEBUG(stackwalk_memo_trust); i++)
+    if (*(void *const *)(m->slot0 + (uintptr_t)s->f[i].off) != s->f[i].pc) return false;
+  return true;
+}
+
+static void *remembered(void *caller, const char *cfa, int depth) {
   unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
   if (mine.gen != gen) {
     memset(mine.memo, 0, sizeof mine.memo);
@@ -271,18 +283,18 @@ __attribute__((no_sanitize("address"))) static void *remembered(void *caller, co
     return NULL;
   }
   const memo_t *m = memo_of(caller, cfa);
-  const stack_t_ *s = m->s;
-  if (m->caller != caller || m->cfa != cfa || !s || s->depth != depth) return NULL;
-  if (m->slot0 < mine.bounds.lo || m->slot0 + (uintptr_t)s->f[s->n - 1].off > mine.bounds.hi - sizeof(void *))
-    return NULL;
-  for (int i = 0; i < s->n; i++)
-    if (*(void *const *)(m->slot0 + (uintptr_t)s->f[i].off) != s->f[i].pc) return NULL;
-  return s->site;
+  if (!still(m, caller, cfa, depth) && !still(++m, caller, cfa, depth)) return NULL;
+  CA_DEBUG_TALLY(stackwalk_memo_hits);
+  return m->s->site;
 }
 
+/* The newest in the first way, the one before it in the second. */
 static void *remember(void *caller, const char *cfa, uintptr_t slot0, const stack_t_ *s) {
-  if (!CA_DEBUG(stackwalk_trust_caller) && mine.gen == __atomic_load_n(&generation, __ATOMIC_ACQUIRE))
-    *memo_of(caller, cfa) = (memo_t){caller, cfa, slot0, s};
+  if (!CA_DEBUG(stackwalk_trust_caller) && mine.gen == __atomic_load_n(&generation, __ATOMIC_ACQUIRE)) {
+    memo_t *m = memo_of(caller, cfa);
+    m[1] = m[0];
+    m[0] = (memo_t){caller, cfa, slot0, s};
+  }
   return s->site;
 }
 

@@ -184,6 +184,31 @@ Test(unit_track, a_walk_that_trusts_the_innermost_frame_is_caught) {
   cr_assert_neq(from_b(), a, "and the real one tells them apart");
 }
 
+/* The thread's memo of matched stacks (stackwalk.c): from_a and from_b
+ * have the same frame sizes, so helper's allocating call comes with the
+ * same caller and the same CFA from both, and only the outer frames tell
+ * them apart. The memo answers the told-apart tests above (its tally
+ * moves), and they can fail through it: a memo that believes (caller, CFA)
+ * alone takes b's stack for a's. */
+Test(unit_track, the_threads_memo_answers_and_still_tells_callers_apart) {
+  track(CA_TRACK_STACK, 6);
+  uint64_t hits = ca_debug.stackwalk_memo_hits;
+  expect_told_apart(from_a, from_b, 1);
+  expect_told_apart(mid_from_a, mid_from_b, 2);
+  cr_assert_gt(ca_debug.stackwalk_memo_hits - hits, 0, "the memo answered some of them");
+}
+
+Test(unit_track, a_memo_that_trusts_caller_and_cfa_is_caught) {
+  track(CA_TRACK_STACK, 6);
+  void *a = NULL;
+  for (volatile int round = 0; round < 2; round++) a = from_a();   /* one call instruction: now in the memo */
+  ca_debug.stackwalk_memo_trust = true;
+  void *b = from_b();
+  ca_debug.stackwalk_memo_trust = false;
+  cr_assert_eq(a, b, "the broken memo took b's stack for a's");
+  cr_assert_neq(from_b(), a, "and the real one tells them apart");
+}
+
 Test(unit_track, python_frames_only_with_python_loaded) {
   track(CA_TRACK_PYTHON, 6);
   void *s = helper();
