@@ -319,3 +319,56 @@ Test(core_tcache, with_stacks_a_hit_keeps_its_call_site) {
   free_on(q, a);
   CHECK_CONSISTENT();
 }
+
+/* A block allocated on A, freed on B into the cache and handed out again
+ * on B (a hit) is B's block now: B's kernel writes it, the program
+ * cudaFree's it under free_mode:stream (which fences it on the block's
+ * stream), then A asks for the size. Before the fix a hit left the block's
+ * stream at A, so that cudaFree put it in A's queue, which A reused at once
+ * while B's kernel still ran: the oracle counted 1 violation. */
+Test(core_tcache, a_hit_hands_the_block_out_for_its_new_stream) {
+  core_start("track:caller,sim_events:manual,free_mode:stream");
+  ca_stream_t a = new_stream(), b = new_stream();
+  void *p = alloc_on(SMALL, a);
+  free_on(p, b);
+  uint64_t hits = ca_debug.tcache_hits;
+  cr_assert_eq(alloc_on(SMALL, b), p, "B gets its cached block back");
+  cr_assert_eq(ca_debug.tcache_hits - hits, 1, "from the front cache");
+  TOUCH(b, p, SMALL, true);
+  cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
+  void *q = alloc_on(SMALL, a);
+  cr_assert_eq(ca_sim_oracle_violations(), 0, "A did not get p while B's kernel writes it");
+  free_on(q, a);
+  CHECK_CONSISTENT();
+}
+
+static ca_stream_t stream_of_device_1(void) {
+  ca_stream_t s;
+  cr_assert_eq(ca_backend_sim.set_device(1), CUDA_SUCCESS);
+  cr_assert_eq(ca_sim_stream_create(&s, 1), CUDA_SUCCESS);
+  ca_stream_created(s, true);
+  cr_assert_eq(ca_backend_sim.set_device(0), CUDA_SUCCESS);
+  return s;
+}
+
+/* The hit comes before the core's device checks, so it makes them itself:
+ * an explicit device (cudalloc_torch_malloc's call) is served from the
+ * cache of its own stream, and a stream of another device is still refused
+ * with a block of the size cached on it. Input tried: device 0 with device
+ * 1's stream, then device 1 with it. */
+Test(core_tcache, an_explicit_device_hits_only_with_its_own_stream) {
+  core_start("track:caller,sim_events:auto,sim_devices:2");
+  ca_stream_t s1 = stream_of_device_1();
+  void *p = NULL, *q = NULL;
+  cr_assert_eq(ca_malloc_on(1, &p, SMALL, s1, CA_ALLOC_ASYNC, NULL), CUDA_SUCCESS);
+  cr_assert_eq(ca_free(p, s1), CUDA_SUCCESS);
+  uint64_t hits = ca_debug.tcache_hits;
+  cr_assert_eq(ca_malloc_on(0, &q, SMALL, s1, CA_ALLOC_ASYNC, NULL), CUDA_ERROR_INVALID_HANDLE);
+  cr_assert_null(q);
+  cr_assert_eq(ca_debug.tcache_hits, hits, "no hit for the wrong device");
+  cr_assert_eq(ca_malloc_on(1, &q, SMALL, s1, CA_ALLOC_ASYNC, NULL), CUDA_SUCCESS);
+  cr_assert_eq(q, p, "its own device's request gets the cached block");
+  cr_assert_eq(ca_debug.tcache_hits - hits, 1);
+  cr_assert_eq(ca_free(q, s1), CUDA_SUCCESS);
+  CHECK_CONSISTENT();
+}
