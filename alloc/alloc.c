@@ -120,7 +120,7 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_a
                       void *caller) {
   ca_demand_poll();
   if (!ptr) return CUDA_ERROR_INVALID_VALUE;
-  CUresult rc = ca_init(NULL);
+  CUresult rc = ca_ready() ? CUDA_SUCCESS : ca_init(NULL);   /* started: one load */
   if (rc) return rc;
   if (size == 0) {   /* as cudaMalloc: success, and a NULL that frees fine */
     *ptr = NULL;

@@ -15,8 +15,6 @@
 
 ca_state_t ca_state;
 
-bool ca_ready(void) { return __atomic_load_n(&ca_state.init, __ATOMIC_ACQUIRE) == CA_INIT_OK; }
-
 static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The cap on reserved memory: the device, memory_cap_mb, memory_fraction. */

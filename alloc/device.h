@@ -6,7 +6,7 @@
 #include "types.h"
 
 /* true once ca_init has succeeded (and until shutdown). */
-bool ca_ready(void);
+static inline bool ca_ready(void) { return __atomic_load_n(&ca_state.init, __ATOMIC_ACQUIRE) == CA_INIT_OK; }
 /* The device structure of ordinal, set up on first use; NULL on error.
  * CUDA_ERROR_NOT_SUPPORTED: cudalloc does not serve this device (it lacks
  * virtual memory management, or its address reservation failed), for the
