@@ -134,11 +134,18 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_a
    * the same frames below each caller (stackwalk.c). */
   void *site = ca_track_site(caller);
   /* The thread's front cache first: a hit needs nothing below. */
-  if (kind == CA_ALLOC_ASYNC && ca_tcache_malloc(dev, ptr, size, stream, caller, site)) return CUDA_SUCCESS;
+  ca_block_t *b = kind == CA_ALLOC_ASYNC ? ca_tcache_malloc(dev, size, stream, site) : NULL;
+  if (b) {   /* held over the hooks: no device lock */
+    ca_leaks_stamp(b);
+    ca_tcache_on_handout(b->seg->pool->dev, b, true);
+    ca_tcache_take_done();
+    if (ca_state.be->check_handout) ca_state.be->check_handout(b->addr, size, b->stream, true, caller);
+    *ptr = (void *)b->addr;
+    return CUDA_SUCCESS;
+  }
   ca_device_t *d;
   if ((rc = device_of(dev, stream ? stream : CA_STREAM_LEGACY, &d))) return rc;
   bool ordered = kind == CA_ALLOC_ASYNC;   /* else cudaMalloc, cuMemAlloc, pitch, 3D: usable by any stream */
-  ca_block_t *b = NULL;
   bool claimed = false;
   pthread_mutex_lock(&d->lock);
   if (size > d->limit) rc = out_of_memory(d, size, CUDA_ERROR_OUT_OF_MEMORY);

@@ -27,7 +27,6 @@
 
 #include "blocks.h"
 #include "fence.h"
-#include "leaks.h"
 #include "ptrmap.h"
 #include "sitelive.h"
 #include "streamdev.h"
@@ -216,20 +215,19 @@ static tc_list_t *any_stream(ca_tcache_t *c, int dev, unsigned cls) {
   return NULL;
 }
 
-bool ca_tcache_malloc(int dev, void **ptr, size_t size, ca_stream_t stream, void *caller, void *site) {
+ca_block_t *ca_tcache_malloc(int dev, size_t size, ca_stream_t stream, void *site) {
   ca_tcache_t *c = mine;
-  if (!c || size > CA_TCACHE_MAX_SIZE || !usable()) return false;
+  if (!c || size > CA_TCACHE_MAX_SIZE || !usable()) return NULL;
   stream = ca_stream_normal(stream);
-  if ((dev = device_for(dev, stream)) < 0) return false;
+  if ((dev = device_for(dev, stream)) < 0) return NULL;
   unsigned cls = class_of(ca_round_size(size));
-  if (!try_hold(c)) return false;
+  if (!try_hold(c)) return NULL;
   tc_list_t *l = CA_DEBUG(tcache_any_stream) ? any_stream(c, dev, cls) : list_of(c, stream, dev, false);
   ca_block_t *b = l ? take_at(l, cls, site) : NULL;
   if (!b) {
     unhold(c);
-    return false;
+    return NULL;
   }
-  ca_device_t *d = b->seg->pool->dev;
   hold_block(c, b);
   c->bytes -= b->size;
   tc_counts_t *n = &c->counts[dev];
@@ -247,14 +245,10 @@ bool ca_tcache_malloc(int dev, void **ptr, size_t size, ca_stream_t stream, void
   b->owner = l->owner;
   __atomic_store_n(&b->tc, (uintptr_t)c, __ATOMIC_RELEASE);
   CA_DEBUG_TALLY(tcache_hits);
-  /* the hand-out hooks with c still held, as a reader holding the caches expects */
-  ca_leaks_stamp(b);
-  ca_tcache_on_handout(d, b, true);
-  unhold(c);
-  if (ca_state.be->check_handout) ca_state.be->check_handout(b->addr, size, stream, true, caller);
-  *ptr = (void *)b->addr;
-  return true;
+  return b;   /* c stays held for the caller's hooks */
 }
+
+void ca_tcache_take_done(void) { unhold(mine); }
 
 bool ca_tcache_claim(ca_device_t *d, ca_block_t *b, ca_stream_t stream) {
   (void)d, (void)stream;

@@ -42,13 +42,17 @@ static inline void ca_tcache_on_free(ca_device_t *d, ca_block_t *b, bool hit) {
   (void)d, (void)b, (void)hit;
 }
 
-/* A stream-ordered request (ca_malloc_on's dev, ptr, size, stream and
- * caller; site its call site), served before anything else of the
- * allocation path: true when a block of its size class, freed on stream
- * by this thread and last handed out at the same call site, was handed
- * out again, hooks and the backend's hand-out check done. False: ask the
- * core (nothing changed). */
-bool ca_tcache_malloc(int dev, void **ptr, size_t size, ca_stream_t stream, void *caller, void *site);
+/* A stream-ordered request (ca_malloc_on's dev, size and stream; site
+ * its call site), tried before anything else of the allocation path: a
+ * block of its size class, freed on stream by this thread and last handed
+ * out at the same call site, handed out again (requested and stream set),
+ * with the thread's cache still held, so that the caller's hand-out hooks
+ * write the block as a reader holding the caches expects;
+ * ca_tcache_take_done() then lets it go. NULL: ask the core (nothing
+ * changed, nothing held); the core then makes its own checks of dev and
+ * stream, and answers their errors. */
+ca_block_t *ca_tcache_malloc(int dev, size_t size, ca_stream_t stream, void *site);
+void ca_tcache_take_done(void);
 /* The core handed b out for a stream-ordered request on stream (d locked):
  * true when the thread will remember it, so that its free can be a hit;
  * then ca_tcache_remember(b) once d is unlocked. */
