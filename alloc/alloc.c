@@ -263,6 +263,7 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
     ca_queue_count_freed(d, b, true);
     ca_trace_free(d, b, ca_stream_normal(stream), sync);
     ca_queue_add(d, queue_for(d, b, ca_stream_normal(stream), sync, unsure), b);
+    ca_tcache_trim(d);
   }
   pthread_mutex_unlock(&d->lock);
   return rc;

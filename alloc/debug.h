@@ -31,6 +31,7 @@ typedef struct ca_debug_s {
   bool tcache_any_stream;       /* a front-cache hit takes any stream's cached block */
   bool tcache_no_flush;         /* the slow path and the other flushes leave the front caches alone */
   bool legacyq_outlive_streams; /* the legacy queue's mode survives a new stream, thread or peer */
+  bool tcache_no_trim;          /* a front cache full of blocks nobody takes stays full */
   uint64_t tcache_hits;         /* front-cache hits (a tally, not a switch) */
   uint64_t stackwalk_memo_hits; /* stacks a thread's memo answered (a tally, not a switch) */
   uint64_t queue_visits;        /* queues a seal or a poll looked at (a tally, not a switch) */

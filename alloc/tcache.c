@@ -18,7 +18,15 @@
  *   to the core's statistics, and a flush moves into them.
  *
  * b->tc: 0 when no thread's cache has a claim on b; the owning cache's
- * address while the program holds b; that address | 1 while cached. */
+ * address while the program holds b; that address | 1 while cached, | 2
+ * as well once it has stayed cached through a trim (OLD).
+ *
+ * Trims: a free the cap refuses goes to the core; once refused frees add
+ * up to the cap, the thread's next core free trims its cache: blocks
+ * still cached since the previous trim (neither taken nor freed anew
+ * since) go back to the core, the others are marked OLD. So a block cached
+ * from a call site or a size that does not come back does not hold its
+ * room for good, and what the program reuses stays. */
 #include "tcache.h"
 
 #include <sched.h>
@@ -35,7 +43,7 @@
 #include "track.h"
 
 #define CA_TCACHE_CLASSES (CA_TCACHE_MAX_SIZE / CA_MIN_BLOCK)
-#define CA_TCACHE_STREAMS_LOG2 6   /* (stream, device) entries per thread: 64, 2-way */
+#define CA_TCACHE_STREAMS_LOG2 7   /* (stream, device) entries per thread: 128, 2-way */
 #define CA_TCACHE_STREAMS (1 << CA_TCACHE_STREAMS_LOG2)
 #define CA_TCACHE_SITE_LOOK 4   /* cached blocks of a list a hit looks at for its call site */
 #define CA_TCACHE_HELD_LOG2 10   /* sets of the blocks held, of CA_TCACHE_HELD_WAYS */
@@ -68,6 +76,7 @@ typedef struct ca_tcache_s {
   unsigned gen;                 /* the registry's generation it belongs to */
   struct ca_tcache_s *prev, *next;
   size_t bytes;                 /* cached, all devices */
+  size_t refused;               /* bytes of frees the cap refused since the last trim */
   tc_list_t lists[CA_TCACHE_STREAMS];
   held_t held[CA_TCACHE_HELD][CA_TCACHE_HELD_WAYS]; /* blocks the program holds from this thread */
   tc_counts_t counts[CA_MAX_DEVICES];
@@ -288,8 +297,9 @@ bool ca_tcache_give(void *ptr, ca_stream_t stream) {
   ca_block_t *b = held_block(c, (uintptr_t)ptr);
   tc_list_t *l = NULL;
   uintptr_t want = (uintptr_t)c;
-  if (b && b->seg->pool->dev->ordinal == dev && c->bytes + b->size <= capacity() &&
-      (l = list_of(c, stream, dev, true)) &&
+  bool room = b && c->bytes + b->size <= capacity();
+  if (b && !room) c->refused += b->size;
+  if (room && b->seg->pool->dev->ordinal == dev && (l = list_of(c, stream, dev, true)) &&
       __atomic_compare_exchange_n(&b->tc, &want, want | 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     ca_block_t **head = &l->head[class_of(b->size)];
     b->tc_next = *head;
@@ -348,14 +358,25 @@ static void fold_into(ca_device_t *d, tc_counts_t *n) {
   STORE(&n->frees, 0);
 }
 
-static size_t flush_cache(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bool forget) {
+#define OLD ((uintptr_t)2)
+
+/* Gives c's cached blocks on d back (those freed on stream, when given);
+ * old_only: only the OLD ones, marking the others OLD (a trim). */
+static size_t flush_lists(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bool old_only) {
   size_t bytes = 0;
   for (tc_list_t *l = c->lists; l < c->lists + CA_TCACHE_STREAMS; l++) {
     if (!l->blocks || l->dev != d->ordinal || (stream && l->stream != stream)) continue;
     for (unsigned cls = 0; l->blocks && cls < CA_TCACHE_CLASSES; cls++) {
-      while (l->head[cls]) {
-        ca_block_t *b = l->head[cls];
-        l->head[cls] = b->tc_next;
+      ca_block_t **at = &l->head[cls];
+      while (*at) {
+        ca_block_t *b = *at;
+        uintptr_t tc = __atomic_load_n(&b->tc, __ATOMIC_ACQUIRE);
+        if (old_only && !(tc & OLD)) {
+          __atomic_store_n(&b->tc, tc | OLD, __ATOMIC_RELEASE);
+          at = &b->tc_next;
+          continue;
+        }
+        *at = b->tc_next;
         l->blocks--;
         tc_counts_t *n = &c->counts[d->ordinal];
         bump(&n->bytes, -(int64_t)b->size);
@@ -367,6 +388,11 @@ static size_t flush_cache(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bo
       }
     }
   }
+  return bytes;
+}
+
+static size_t flush_cache(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bool forget) {
+  size_t bytes = flush_lists(d, c, stream, false);
   fold_into(d, &c->counts[d->ordinal]);
   /* d's block structs are about to be freed: the thread forgets what it
    * holds on every device (whose entries it cannot tell apart without
@@ -394,6 +420,16 @@ size_t ca_tcache_flush_mine(ca_device_t *d) {
   if (!c || CA_DEBUG(tcache_no_flush)) return 0;
   hold(c);
   size_t bytes = flush_cache(d, c, NULL, false);
+  unhold(c);
+  return bytes;
+}
+
+size_t ca_tcache_trim(ca_device_t *d) {
+  ca_tcache_t *c = mine;
+  if (!c || c->refused < capacity() || CA_DEBUG(tcache_no_trim)) return 0;
+  hold(c);
+  c->refused = 0;
+  size_t bytes = flush_lists(d, c, NULL, true);
   unhold(c);
   return bytes;
 }

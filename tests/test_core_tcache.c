@@ -372,3 +372,51 @@ Test(core_tcache, an_explicit_device_hits_only_with_its_own_stream) {
   cr_assert_eq(ca_free(q, s1), CUDA_SUCCESS);
   CHECK_CONSISTENT();
 }
+
+/* Two allocating call sites (track:caller: each call's return address). */
+__attribute__((noinline)) static void *alloc_at_a(ca_stream_t s) {
+  void *p = NULL;
+  cr_assert_eq(cudalloc_malloc(&p, SMALL, (cudaStream_t)s), cudaSuccess);
+  __asm__ volatile("" ::: "memory");
+  return p;
+}
+
+__attribute__((noinline)) static void *alloc_at_b(ca_stream_t s) {
+  void *p = NULL;
+  cr_assert_eq(cudalloc_malloc(&p, SMALL, (cudaStream_t)s), cudaSuccess);
+  __asm__ volatile("" ::: "memory");
+  return p;
+}
+
+/* Blocks cached from a call site that does not come back: with a 64 KiB
+ * cap, 16 blocks of 4 KiB allocated at A and freed fill the cache; then
+ * pairs at B miss (another site) and the cap refuses their frees. Once
+ * the refusals add up to the cap a trim marks A's blocks, at the next one
+ * they go back to the core, and B's frees are cached again. Returns B's
+ * hits in 64 pairs. */
+static uint64_t hits_after_a_site_that_does_not_come_back(bool no_trim) {
+  core_start("track:caller,sim_events:auto,thread_cache_kb:64");
+  ca_debug.tcache_no_trim = no_trim;
+  ca_stream_t s = new_stream();
+  void *a[16];
+  for (int i = 0; i < 16; i++) a[i] = alloc_at_a(s);
+  for (int i = 0; i < 16; i++) free_on(a[i], s);
+  cr_assert_eq(cached_bytes(), 16 * SMALL, "A's blocks fill the cache");
+  uint64_t hits = ca_debug.tcache_hits;
+  for (int i = 0; i < 64; i++) free_on(alloc_at_b(s), s);
+  hits = ca_debug.tcache_hits - hits;
+  CHECK_CONSISTENT();
+  return hits;
+}
+
+Test(core_tcache, blocks_nobody_takes_are_trimmed) {
+  uint64_t hits = hits_after_a_site_that_does_not_come_back(false);
+  cr_assert_gt(hits, 16, "B's pairs hit once A's blocks were trimmed (%lu hits)", (unsigned long)hits);
+  cr_assert_leq(cached_bytes(), SMALL, "only B's block is cached");
+  cr_assert_eq(ca_sim_oracle_violations(), 0);
+}
+
+Test(core_tcache, without_the_trim_the_cache_stays_full_of_them) {
+  cr_assert_eq(hits_after_a_site_that_does_not_come_back(true), 0, "no B pair hits");
+  cr_assert_eq(cached_bytes(), 16 * SMALL, "A's blocks hold the cache for good");
+}
