@@ -76,6 +76,7 @@ typedef struct ca_tcache_s {
   unsigned gen;                 /* the registry's generation it belongs to */
   struct ca_tcache_s *prev, *next;
   size_t bytes;                 /* cached, all devices */
+  tc_list_t *last;              /* the list of the last hit or cached free: tried first */
   size_t refused;               /* bytes of frees the cap refused since the last trim */
   tc_list_t lists[CA_TCACHE_STREAMS];
   held_t held[CA_TCACHE_HELD][CA_TCACHE_HELD_WAYS]; /* blocks the program holds from this thread */
@@ -162,16 +163,18 @@ HOT bool same_list(const tc_list_t *l, ca_stream_t s, int dev) {
 
 /* The lists of (s, dev); with room, a free entry claimed for them. */
 HOT tc_list_t *list_of(ca_tcache_t *c, ca_stream_t s, int dev, bool room) {
+  if (c->last && same_list(c->last, s, dev)) return c->last;   /* one stream's pairs: no hash */
   unsigned w = way_of(s, dev);
   tc_list_t *a = &c->lists[w], *b = &c->lists[w ^ 1];
-  if (same_list(a, s, dev)) return a;
-  if (same_list(b, s, dev)) return b;
+  if (same_list(a, s, dev)) return c->last = a;
+  if (same_list(b, s, dev)) return c->last = b;
   if (!room) return NULL;
   tc_list_t *l = !a->blocks ? a : !b->blocks ? b : NULL;
   if (l) {
     l->stream = s;
     l->dev = dev;
     l->owner = ca_stream_owner(s);
+    c->last = l;
   }
   return l;
 }

@@ -62,22 +62,22 @@ static ca_stack_t *intern_both(void *const *frames, int n, void *const *py, int 
   return s;
 }
 
-static void *intern(void *const *frames, int n) { return intern_both(frames, n, NULL, 0); }
+void *ca_track_intern(void *const *frames, int n) { return intern_both(frames, n, NULL, 0); }
 
-void *ca_track_site(void *caller) {
+void *ca_track_site_slow(void *caller) {
   int depth = (int)ca_config.track_depth;
   if (!caller) return NULL;   /* an internal caller that names no program address */
   switch (ca_config.track) {
   case CA_TRACK_OFF: return NULL;
   case CA_TRACK_CALLER: return caller;
-  case CA_TRACK_BACKTRACE: return ca_stackwalk_site(caller, depth, false, intern);
+  case CA_TRACK_BACKTRACE: return ca_stackwalk_site(caller, depth, false, ca_track_intern);
   case CA_TRACK_PYTHON: {
-    ca_stack_t *c = ca_stackwalk_site(caller, depth, true, intern);
+    ca_stack_t *c = ca_stackwalk_site(caller, depth, true, ca_track_intern);
     const ca_pyframe_t *py[CA_PY_MAX_FRAMES];
     int npy = c ? ca_py_stack(py, CA_PY_MAX_FRAMES) : 0;
     return npy ? intern_both(c->frames, c->depth, (void *const *)py, npy) : c;
   }
-  default: return ca_stackwalk_site(caller, depth, true, intern);
+  default: return ca_stackwalk_site(caller, depth, true, ca_track_intern);
   }
 }
 

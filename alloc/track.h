@@ -5,14 +5,20 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "config.h"
 #include "pystack.h"
+#include "stackwalk.h"
 
 typedef struct ca_stack_s ca_stack_t;
 /* What a block stores as its call site, as deep as the `track` setting
  * asks (NULL with track:off). caller is the allocating call's return
  * address: the program's frames start there. Opaque; equal pointers mean
  * the same stack in every mode (identical stacks are stored once). */
-void *ca_track_site(void *caller);
+static inline void *ca_track_site(void *caller);
+/* The same: every mode (ca_track_site answers the default one inline). */
+void *ca_track_site_slow(void *caller);
+/* Stores frames[0..n) once (stackwalk.c's intern callback). */
+void *ca_track_intern(void *const *frames, int n);
 /* The program frames of a stored call site, innermost first; returns their count. */
 int ca_track_frames(const void *site, void *const **frames);
 /* Its Python frames (track:python, a thread holding the GIL), innermost first. */
@@ -30,5 +36,13 @@ void ca_track_name(const void *site, char *buf, size_t cap);
 void ca_track_print(FILE *f, const void *site, const char *prefix);
 /* Frees every stored stack and the loaded debug information (at shutdown). */
 void ca_track_forget(void);
+
+/* The default (track:stack) without a call in between: the stack walk's
+ * frames below the caller stay the same for every caller. */
+static inline void *ca_track_site(void *caller) {
+  if (ca_config.track == CA_TRACK_STACK && caller)
+    return ca_stackwalk_site(caller, (int)ca_config.track_depth, true, ca_track_intern);
+  return ca_track_site_slow(caller);
+}
 
 #endif /* CUDALLOC_TRACK_H */
