@@ -24,9 +24,10 @@
  *
  * In front of them, each thread remembers the last few stacks it matched,
  * keyed by (caller, this file's CFA): the same CFA puts every remembered
- * slot at the very address it was read at when the stack last matched
- * (still checked against the stack's bounds, in two compares: a thread
- * may run on another stack, a coroutine's), and a full compare of every frame's return address in its slot is the same
+ * slot at the very address it was read at, inside the thread's stack
+ * bounds, when the stack last matched (a thread on another stack, a
+ * coroutine's, has another CFA there: the thread's own stack owns those
+ * addresses), so the reads need no bounds check, and a full compare of every frame's return address in its slot is the same
  * stack by the argument above. No hash of the tables, no probe. */
 #define _GNU_SOURCE /* pthread_getattr_np */
 #include "stackwalk.h"
@@ -268,8 +269,6 @@ static memo_t *memo_of(void *caller, const char *cfa) {
 __attribute__((no_sanitize("address"), always_inline)) static inline bool still(const memo_t *m, void *caller, const char *cfa, int depth) {
   const stack_t_ *s = m->s;
   if (m->caller != caller || m->cfa != cfa || !s || s->depth != depth) return false;
-  if (m->slot0 < mine.bounds.lo || m->slot0 + (uintptr_t)s->f[s->n - 1].off > mine.bounds.hi - sizeof(void *))
-    return false;
   for (int i = 0; i < s->n && !CA_DEBUG(stackwalk_memo_trust); i++)
     if (*(void *const *)(m->slot0 + (uintptr_t)s->f[i].off) != s->f[i].pc) return false;
   return true;
