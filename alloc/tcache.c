@@ -21,8 +21,9 @@
  * address while the program holds b; that address | 1 while cached, | 2
  * as well once it has stayed cached through a trim (OLD).
  *
- * Trims: a free the cap refuses goes to the core; once refused frees add
- * up to the cap, the thread's next core free trims its cache: blocks
+ * Trims: a free the cap refuses goes to the core; once refused frees (and
+ * requests that found only other call sites' blocks of their class) add up
+ * to the cap, the thread's next core free trims its cache: blocks
  * still cached since the previous trim (neither taken nor freed anew
  * since) go back to the core, the others are marked OLD. So a block cached
  * from a call site or a size that does not come back does not hold its
@@ -237,6 +238,7 @@ ca_block_t *ca_tcache_malloc(int dev, size_t size, ca_stream_t stream, void *sit
   tc_list_t *l = CA_DEBUG(tcache_any_stream) ? any_stream(c, dev, cls) : list_of(c, stream, dev, false);
   ca_block_t *b = l ? take_at(l, cls, site) : NULL;
   if (!b) {
+    if (l && l->head[cls]) c->refused += size;   /* blocks of the class from other sites: a trim's business too */
     unhold(c);
     return NULL;
   }
