@@ -27,8 +27,9 @@
  * slot at the very address it was read at, inside the thread's stack
  * bounds, when the stack last matched (a thread on another stack, a
  * coroutine's, has another CFA there: the thread's own stack owns those
- * addresses), so the reads need no bounds check, and a full compare of every frame's return address in its slot is the same
- * stack by the argument above. No hash of the tables, no probe. */
+ * addresses), so the reads need no bounds check, and a full compare of
+ * every frame's return address in its slot is the same stack by the
+ * argument above. No hash of the tables, no probe. */
 #define _GNU_SOURCE /* pthread_getattr_np */
 #include "stackwalk.h"
 
@@ -266,7 +267,8 @@ static memo_t *memo_of(void *caller, const char *cfa) {
 }
 
 /* m's stack, if every frame is still in its slot. */
-__attribute__((no_sanitize("address"), always_inline)) static inline bool still(const memo_t *m, void *caller, const char *cfa, int depth) {
+__attribute__((no_sanitize("address"))) static inline bool still(const memo_t *m, void *caller, const char *cfa,
+                                                                 int depth) {
   const stack_t_ *s = m->s;
   if (m->caller != caller || m->cfa != cfa || !s || s->depth != depth) return false;
   for (int i = 0; i < s->n && !CA_DEBUG(stackwalk_memo_trust); i++)
@@ -274,7 +276,7 @@ __attribute__((no_sanitize("address"), always_inline)) static inline bool still(
   return true;
 }
 
-static void *remembered(void *caller, const char *cfa, int depth) {
+__attribute__((no_sanitize("address"))) static void *remembered(void *caller, const char *cfa, int depth) {
   unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
   if (mine.gen != gen) {
     memset(mine.memo, 0, sizeof mine.memo);
