@@ -47,7 +47,8 @@ ca_block_t *ca_pool_take(ca_device_t *d, ca_pool_t *pool, size_t rounded, ca_str
   size_t max = max_fit(rounded);
   ca_queue_t *q = stream ? ca_queue_find(d, stream, false) : NULL;
   ca_block_t *mine = q && q->bins[pool->id] ? ca_bins_find(q->bins[pool->id], rounded, max) : NULL;
-  ca_block_t *any = ca_bins_find(&pool->bins, rounded, max);
+  /* An exact fit of the stream's own wins whatever the pool holds: one search. */
+  ca_block_t *any = mine && mine->size == rounded ? NULL : ca_bins_find(&pool->bins, rounded, max);
   if (CA_DEBUG(reuse_pending_anywhere) && !mine) mine = ca_queue_find_any(d, pool, rounded, max, &q);
   ca_block_t *b = (mine && (!any || mine->size <= any->size)) ? mine : any;
   if (!b) return NULL;
