@@ -21,9 +21,10 @@
  * address while the program holds b; that address | 1 while cached, | 2
  * as well once it has stayed cached through a trim (OLD).
  *
- * Trims: a free the cap refuses goes to the core; once refused frees (and
- * requests that found only other call sites' blocks of their class) add up
- * to the cap, the thread's next core free trims its cache: blocks
+ * Trims: a free the cap refuses goes to the core; once requests that found
+ * only other call sites' blocks of their class, and a quarter of the frees
+ * the cap refused, add up to the cap, the thread's next core free trims its
+ * cache: blocks
  * still cached since the previous trim (neither taken nor freed anew
  * since) go back to the core, the others are marked OLD. So a block cached
  * from a call site or a size that does not come back does not hold its
@@ -78,7 +79,7 @@ typedef struct ca_tcache_s {
   struct ca_tcache_s *prev, *next;
   size_t bytes;                 /* cached, all devices */
   tc_list_t *last;              /* the list of the last hit or cached free: tried first */
-  size_t refused;               /* bytes of frees the cap refused since the last trim */
+  size_t refused;               /* the trim's pressure since the last one, in bytes */
   tc_list_t lists[CA_TCACHE_STREAMS];
   held_t held[CA_TCACHE_HELD][CA_TCACHE_HELD_WAYS]; /* blocks the program holds from this thread */
   tc_counts_t counts[CA_MAX_DEVICES];
@@ -303,7 +304,9 @@ bool ca_tcache_give(void *ptr, ca_stream_t stream) {
   tc_list_t *l = NULL;
   uintptr_t want = (uintptr_t)c;
   bool room = b && c->bytes + b->size <= capacity();
-  if (b && !room) c->refused += b->size;
+  /* a quarter: in a sequence of many sizes the cap refuses often, and each
+   * trim moves blocks back and forth between the cache and the core */
+  if (b && !room) c->refused += b->size / 4;
   if (room && b->seg->pool->dev->ordinal == dev && (l = list_of(c, stream, dev, true)) &&
       __atomic_compare_exchange_n(&b->tc, &want, want | 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
     ca_block_t **head = &l->head[class_of(b->size)];

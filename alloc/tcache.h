@@ -73,10 +73,10 @@ size_t ca_tcache_flush(ca_device_t *d, ca_stream_t stream, bool forget);
 /* The same for the calling thread's cache alone: what a slow path tries
  * before it disturbs other threads. */
 size_t ca_tcache_flush_mine(ca_device_t *d);
-/* After a free that went to the core (d locked): once the cap has refused
- * as much in frees since the last trim, the thread's blocks on d
- * cached since that trim go back to the core (tcache.c), so that what it
- * caches follows what the program asks for now. Returns the bytes given. */
+/* After a free that went to the core (d locked): once the cache has missed
+ * or refused enough since the last trim (tcache.c), the thread's blocks on
+ * d cached since that trim go back to the core, so that what it caches
+ * follows what the program asks for now. Returns the bytes given. */
 size_t ca_tcache_trim(ca_device_t *d);
 /* Corrects a snapshot of d's statistics by what the caches hold (d locked). */
 void ca_tcache_fold(const ca_device_t *d, cudalloc_stats_t *s);
