@@ -420,3 +420,34 @@ Test(core_tcache, without_the_trim_the_cache_stays_full_of_them) {
   cr_assert_eq(hits_after_a_site_that_does_not_come_back(true), 0, "no B pair hits");
   cr_assert_eq(cached_bytes(), 16 * SMALL, "A's blocks hold the cache for good");
 }
+
+/* The same with a size that does not come back: 16 blocks of 4 KiB fill a
+ * 64 KiB cache, then one call site asks for 8 KiB blocks only. Their frees
+ * are refused (no room), which weighs a quarter in the trim's pressure:
+ * after 64 KiB x 4 of refusals a trim marks the 4 KiB blocks, after as
+ * much again they go back, and the 8 KiB pairs hit. Returns their hits in
+ * 160 pairs. */
+static uint64_t hits_after_a_size_that_does_not_come_back(bool no_trim) {
+  core_start("track:caller,sim_events:auto,thread_cache_kb:64");
+  ca_debug.tcache_no_trim = no_trim;
+  ca_stream_t s = new_stream();
+  void *a[16];
+  for (int i = 0; i < 16; i++) a[i] = alloc_on(SMALL, s);
+  for (int i = 0; i < 16; i++) free_on(a[i], s);
+  uint64_t hits = ca_debug.tcache_hits;
+  for (int i = 0; i < 160; i++) free_on(alloc_on(2 * SMALL, s), s);
+  hits = ca_debug.tcache_hits - hits;
+  CHECK_CONSISTENT();
+  return hits;
+}
+
+Test(core_tcache, blocks_of_a_size_nobody_asks_for_are_trimmed) {
+  uint64_t hits = hits_after_a_size_that_does_not_come_back(false);
+  cr_assert_gt(hits, 16, "the 8 KiB pairs hit once the 4 KiB blocks were trimmed (%lu hits)", (unsigned long)hits);
+  cr_assert_leq(cached_bytes(), 2 * SMALL);
+}
+
+Test(core_tcache, without_the_trim_a_size_nobody_asks_for_holds_the_cache) {
+  cr_assert_eq(hits_after_a_size_that_does_not_come_back(true), 0);
+  cr_assert_eq(cached_bytes(), 16 * SMALL);
+}
