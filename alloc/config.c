@@ -80,9 +80,10 @@ static const conf_key_t keys[] = {
    "cudaFree waits for all device work (device), or only for its stream (stream)"},
   {"torch_free", KEY_CHOICE, FIELD(torch_free), 0, 0, 0, 0, "device|stream",
    "PyTorch's pluggable free waits for all device work (device), or reuses the block at once on its stream (stream)"},
-  {"legacy_queue", KEY_CHOICE, FIELD(legacy_queue), 0, 0, 0, 0, "auto|off",
+  {"legacy_queue", KEY_CHOICE, FIELD(legacy_queue), 0, 0, 0, 0, "auto|off|on",
    "while the program has used no stream but the legacy one (and one thread), cudaFree'd blocks are reused by it "
-   "with no event (auto), until a stream, a second thread or a peer device appears; or always wait for an event (off)"},
+   "with no event, until a stream, a second thread or a peer device appears: where the shim sees every stream "
+   "creation (auto), or also linked as a library whose program registers its streams (on); or never (off)"},
   {"track", KEY_CHOICE, FIELD(track), 0, 0, 0, 0, "off|caller|stack|python|backtrace",
    "call site of every live block: none, return address, stack, stack + Python frames, stack unwound every time"},
   {"track_depth", KEY_UINT, FIELD(track_depth), 1, 64, 0, 0, NULL,

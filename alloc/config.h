@@ -24,7 +24,7 @@ typedef enum { CA_SUMMARY_ALL, CA_SUMMARY_RANK0 } ca_summary_t;
 /* What ends a step besides cudalloc_step(): nothing, or each cudaDeviceSynchronize. */
 typedef enum { CA_STEP_ON_API, CA_STEP_ON_SYNC } ca_step_on_t;
 /* Where cudaFree'd blocks wait while only the legacy stream is used (legacyq.c). */
-typedef enum { CA_LEGACYQ_AUTO, CA_LEGACYQ_OFF } ca_legacyq_t;
+typedef enum { CA_LEGACYQ_AUTO, CA_LEGACYQ_OFF, CA_LEGACYQ_ON } ca_legacyq_t;
 
 #define CA_CONFIG_PATH_MAX 256
 #define CA_CONFIG_NAME_MAX 16

@@ -40,10 +40,13 @@
  * events for such programs (docs/configuration.md). */
 #include "legacyq.h"
 
+#include "core.h"
+
 #include "device.h"
 #include "fence.h"
 
 bool ca_legacyq_over;         /* atomic: the mode is over for this process, or off */
+static bool vouched;          /* atomic: the shim sees every stream the program creates */
 static uint64_t owner;        /* atomic: the tag of the one thread seen, 0 none yet */
 static uint64_t next_tag;     /* atomic */
 
@@ -53,14 +56,22 @@ static uint64_t my_tag(void) {
   return tag;
 }
 
-static bool active(void) {
-  return ca_config.legacy_queue == CA_LEGACYQ_AUTO && !__atomic_load_n(&ca_legacyq_over, __ATOMIC_ACQUIRE);
+/* auto needs the shim's word: linked as a library (libcudalloc.a, or the
+ * shared one dlopen'ed with local scope, as PyTorch's pluggable allocator
+ * is) cudalloc hears of no stream the program creates with the runtime. */
+static bool available(void) {
+  return ca_config.legacy_queue == CA_LEGACYQ_ON ||
+         (ca_config.legacy_queue == CA_LEGACYQ_AUTO && __atomic_load_n(&vouched, __ATOMIC_ACQUIRE));
 }
+
+void ca_streams_all_seen(void) { __atomic_store_n(&vouched, true, __ATOMIC_RELEASE); }
+
+static bool active(void) { return available() && !__atomic_load_n(&ca_legacyq_over, __ATOMIC_ACQUIRE); }
 
 static bool is_legacy(ca_stream_t s) { return s == NULL || s == CA_STREAM_LEGACY; }
 
 void ca_legacyq_saw_slow(ca_stream_t stream) {
-  if (ca_config.legacy_queue != CA_LEGACYQ_AUTO) {   /* off: the hot path's test says so from now on */
+  if (!available()) {   /* off: the hot path's test says so from now on */
     if (ca_ready()) __atomic_store_n(&ca_legacyq_over, true, __ATOMIC_RELEASE);
     return;
   }
@@ -98,7 +109,7 @@ static uint64_t end_begin(ca_device_t *d) {
 void ca_legacyq_end(void) {
   /* the planted fault: the mode outlives what breaks its FIFO */
   if (CA_DEBUG(legacyq_outlive_streams)) return;
-  if (ca_config.legacy_queue != CA_LEGACYQ_AUTO || __atomic_exchange_n(&ca_legacyq_over, true, __ATOMIC_ACQ_REL))
+  if (!available() || __atomic_exchange_n(&ca_legacyq_over, true, __ATOMIC_ACQ_REL))
     return;
   if (!ca_ready()) return;
   for (int i = 0; i < ca_state.ndevices; i++) {

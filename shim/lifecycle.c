@@ -13,6 +13,7 @@
 #include "shim.h"
 #include "sim/sim_runtime.h"
 
+#include <dlfcn.h>
 #include <pthread.h>
 
 enum { MODE_UNKNOWN, MODE_CUDA, MODE_SIM };
@@ -48,8 +49,16 @@ static void fork_child(void) {
   STORE(&started, START_UNTRIED);
 }
 
+/* Preloaded, or linked before the runtime, the program's stream creations
+ * bind to cudalloc's; dlopen'ed with local scope (PyTorch's pluggable
+ * allocator) they do not, and cudalloc never hears of the streams. */
+static bool program_binds_to_us(void) {
+  return ca_real_dlsym && ca_real_dlsym(RTLD_DEFAULT, "cudaStreamCreate") == (void *)&cudaStreamCreate;
+}
+
 __attribute__((constructor)) static void on_load(void) {
   ca_real_dlsym_init();
+  if (program_binds_to_us()) ca_streams_all_seen();
   pthread_atfork(NULL, NULL, fork_child);
   if (ca_shim_sim()) ca_sim_rt_check_static_runtime();
 }

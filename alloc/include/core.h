@@ -104,6 +104,10 @@ void ca_stream_destroyed(ca_stream_t stream);
  * legacy one, or a second thread, ends the legacy queue's mode
  * (alloc/legacyq.c) before the work is issued. */
 void ca_stream_used(ca_stream_t stream);
+/* Every stream the program creates reaches the shim (its entry points are
+ * the ones the program's calls bind to): legacy_queue:auto may then keep
+ * cudaFree'd blocks in the legacy stream's queue (alloc/legacyq.c). */
+void ca_streams_all_seen(void);
 
 /* Graph capture begins or ends on some stream: while any capture is
  * underway the allocator never blocks and never records events; frees are
