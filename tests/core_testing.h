@@ -89,6 +89,17 @@ static inline void seal_and_poll(void) {
   pthread_mutex_unlock(&d->lock);
 }
 
+/* A non-blocking stream of device 1 made while device 0 is current, as
+ * the shim reports it. */
+static inline ca_stream_t stream_of_device_1(void) {
+  ca_stream_t s;
+  cr_assert_eq(ca_backend_sim.set_device(1), CUDA_SUCCESS);
+  cr_assert_eq(ca_sim_stream_create(&s, 1), CUDA_SUCCESS);
+  ca_stream_created(s, true);
+  cr_assert_eq(ca_backend_sim.set_device(0), CUDA_SUCCESS);
+  return s;
+}
+
 #define CHECK_CONSISTENT() cr_assert_eq(cudalloc_check(), 0, "cudalloc_check() found a broken invariant")
 
 /* Memory-changing backend calls: what "zero backend calls" counts. */

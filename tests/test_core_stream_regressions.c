@@ -325,16 +325,6 @@ Test(core_stream_regressions, cudaFree_after_a_stream_is_destroyed_waits_for_its
   CHECK_CONSISTENT();
 }
 
-/* A stream of device 1 while device 0 is current. */
-static ca_stream_t stream_of_device_1(void) {
-  ca_stream_t s;
-  cr_assert_eq(ca_backend_sim.set_device(1), CUDA_SUCCESS);
-  cr_assert_eq(ca_sim_stream_create(&s, 1), CUDA_SUCCESS);
-  ca_stream_created(s, true);
-  cr_assert_eq(ca_backend_sim.set_device(0), CUDA_SUCCESS);
-  return s;
-}
-
 /* cudaMallocAsync allocates on the stream's device. Before the fix the
  * block came from device 0 (the current one): "allocated on device 0". */
 Test(core_stream_regressions, stream_ordered_allocation_uses_the_streams_device) {

@@ -342,15 +342,6 @@ Test(core_tcache, a_hit_hands_the_block_out_for_its_new_stream) {
   CHECK_CONSISTENT();
 }
 
-static ca_stream_t stream_of_device_1(void) {
-  ca_stream_t s;
-  cr_assert_eq(ca_backend_sim.set_device(1), CUDA_SUCCESS);
-  cr_assert_eq(ca_sim_stream_create(&s, 1), CUDA_SUCCESS);
-  ca_stream_created(s, true);
-  cr_assert_eq(ca_backend_sim.set_device(0), CUDA_SUCCESS);
-  return s;
-}
-
 /* The hit comes before the core's device checks, so it makes them itself:
  * an explicit device (cudalloc_torch_malloc's call) is served from the
  * cache of its own stream, and a stream of another device is still refused

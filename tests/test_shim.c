@@ -220,18 +220,25 @@ Test(preload, driver_api_through_cuGetProcAddress_and_dlsym) {
   shim_assert_ok(shim_prog("drvapi", fake_driver(), SIM ",quiet:true"), "drvapi");
 }
 
+/* progs/passthrough with args on backend:cuda and the fake driver whose
+ * devices have no virtual memory management. */
+static shim_run_t *run_without_vmm(const char *args) {
+  char env[1024], pre[512], cmd[1024];
+  shim_preload(pre, sizeof pre);
+  snprintf(env, sizeof env, "FAKE_CUDA_NO_VMM=1 LD_PRELOAD='%s' CUDALLOC_CONF='backend:cuda,quiet:true'", pre);
+  snprintf(cmd, sizeof cmd, "%s/progs/passthrough %s%s", shim_build(), fake_driver(), args);
+  shim_run_t *r = shim_sh(env, cmd);
+  shim_assert_ok(r, "passthrough");
+  return r;
+}
+
 /* A device without virtual memory management (the fake driver with
  * FAKE_CUDA_NO_VMM=1, on backend:cuda): cuMemAlloc reaches the driver's
  * own allocator, with one line on stderr. Before the fix the CUDA backend
  * never asked the attribute and the core served the device regardless:
  * "passthrough.c:45: check failed: d == FAKE_PTR". */
 Test(preload, a_device_without_vmm_passes_allocations_through) {
-  char env[1024], pre[512], cmd[1024];
-  shim_preload(pre, sizeof pre);
-  snprintf(env, sizeof env, "FAKE_CUDA_NO_VMM=1 LD_PRELOAD='%s' CUDALLOC_CONF='backend:cuda,quiet:true'", pre);
-  snprintf(cmd, sizeof cmd, "%s/progs/passthrough %s", shim_build(), fake_driver());
-  shim_run_t *r = shim_sh(env, cmd);
-  shim_assert_ok(r, "passthrough");
+  shim_run_t *r = run_without_vmm("");
   shim_assert_has(r, "no virtual memory management");
   const char *second = strstr(r->out, "cudalloc:");
   cr_assert(second && !strstr(second + 1, "cudalloc:"), "one line from cudalloc:\n%s", r->out);
@@ -243,12 +250,7 @@ Test(preload, a_device_without_vmm_passes_allocations_through) {
  * failed: p == (void *)FAKE_PTR"). Input tried: a free of 0x1234000, which
  * neither cudalloc nor the driver allocated: one line, nothing freed. */
 Test(preload, pytorch_entry_points_pass_a_device_without_vmm_to_the_driver) {
-  char env[1024], pre[512], cmd[1024];
-  shim_preload(pre, sizeof pre);
-  snprintf(env, sizeof env, "FAKE_CUDA_NO_VMM=1 LD_PRELOAD='%s' CUDALLOC_CONF='backend:cuda,quiet:true'", pre);
-  snprintf(cmd, sizeof cmd, "%s/progs/passthrough %s torch", shim_build(), fake_driver());
-  shim_run_t *r = shim_sh(env, cmd);
-  shim_assert_ok(r, "passthrough");
+  shim_run_t *r = run_without_vmm(" torch");
   shim_assert_has(r, "0x1234000 is neither cudalloc's nor the driver's");
 }
 
