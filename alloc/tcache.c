@@ -144,9 +144,13 @@ HOT held_t *held_set(ca_tcache_t *c, uintptr_t p) {
   return c->held[(uint64_t)(p >> 9) * 0x9e3779b97f4a7c15ull >> (64 - CA_TCACHE_HELD_LOG2)];
 }
 
-/* An entry that names no block the thread still holds at its address. */
+/* An entry that names no block the thread holds. Only b->tc may be read:
+ * another thread may have freed the block through the core, and the core
+ * may be reusing its struct for another block right now. A struct the
+ * thread holds again, at another address, looks held: the free's claim
+ * (ca_tcache_give) tells them apart once it owns the struct. */
 HOT bool stale(const ca_tcache_t *c, const held_t *h) {
-  return !h->addr || __atomic_load_n(&h->b->tc, __ATOMIC_ACQUIRE) != (uintptr_t)c || h->b->addr != h->addr;
+  return !h->addr || __atomic_load_n(&h->b->tc, __ATOMIC_ACQUIRE) != (uintptr_t)c;
 }
 
 HOT void hold_block(ca_tcache_t *c, ca_block_t *b) {
@@ -303,12 +307,15 @@ bool ca_tcache_give(void *ptr, ca_stream_t stream) {
   ca_block_t *b = held_block(c, (uintptr_t)ptr);
   tc_list_t *l = NULL;
   uintptr_t want = (uintptr_t)c;
-  bool room = b && c->bytes + b->size <= capacity();
+  /* Marked cached first: from then on no core free takes the struct, and
+   * its fields can be read (before, they may be another block's). */
+  if (b && !__atomic_compare_exchange_n(&b->tc, &want, want | 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) b = NULL;
+  bool at_ptr = b && b->addr == (uintptr_t)ptr;   /* not a struct the thread holds for another block now */
+  bool room = at_ptr && c->bytes + b->size <= capacity();
   /* a quarter: in a sequence of many sizes the cap refuses often, and each
    * trim moves blocks back and forth between the cache and the core */
-  if (b && !room) c->refused += b->size / 4;
-  if (room && b->seg->pool->dev->ordinal == dev && (l = list_of(c, stream, dev, true)) &&
-      __atomic_compare_exchange_n(&b->tc, &want, want | 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+  if (at_ptr && !room) c->refused += b->size / 4;
+  if (room && b->seg->pool->dev->ordinal == dev && (l = list_of(c, stream, dev, true))) {
     ca_block_t **head = &l->head[class_of(b->size)];
     b->tc_next = *head;
     *head = b;
@@ -320,8 +327,9 @@ bool ca_tcache_give(void *ptr, ca_stream_t stream) {
     bump(&n->blocks, 1);
     bump(&n->frees, 1);
     ca_tcache_on_free(b->seg->pool->dev, b, true);
-  } else {
-    b = NULL;   /* the core frees it */
+  } else if (b) {
+    __atomic_store_n(&b->tc, want, __ATOMIC_RELEASE);   /* the program's again: the core frees it (or refuses) */
+    b = NULL;
   }
   unhold(c);
   return b != NULL;
