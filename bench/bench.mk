@@ -57,8 +57,8 @@ $(BENCH_SPY): bench/step_spy.c $(HEADER)
 	$(CC) $(APP_CFLAGS) -fvisibility=hidden -shared $< -o $@ -ldl
 
 BENCH_SHORT ?= 0
-bench: lib $(BENCH_ALLOC) $(BENCH_PINNED) $(BENCH_SPY) $(BENCH_PAIR_IR) $(WORKLOAD) $(WORKLOAD_HOST)
-	BUILD=$(BUILD) BENCH_SHORT=$(BENCH_SHORT) bench/run.sh
+bench: lib $(BENCH_ALLOC) $(BENCH_PINNED) $(BENCH_SPY) $(BENCH_PAIR_IR) $(WORKLOAD) $(WORKLOAD_HOST) $(BUILD)/cudalloc-replay
+	BUILD=$(BUILD) BENCH_SHORT=$(BENCH_SHORT) TRACES=$(TRACES) bench/run.sh
 
 .PHONY: bench-pack
 bench-pack:

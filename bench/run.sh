@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # What `make bench` runs: bench_alloc's single-thread part pinned to one CPU
 # (taskset -c 0, when taskset exists), its thread part unpinned, then the
-# workload; then every table together. Everything is kept in
-# $BUILD/bench/bench.log.
+# workload, then the driver calls on the shared snapshots (TRACES, the
+# folder make passes: make economy's table); then every table together.
+# Everything is kept in $BUILD/bench/bench.log.
 #
 # BENCH_SHORT=1: a short run for CI (bench_alloc --pairs 20000 --rounds 3,
 # 20 workload steps), well under a minute, so that the benchmarks cannot
@@ -36,6 +37,13 @@ status=0
   "$BUILD/bench/bench_pinned" ${BENCH_PINNED_ARGS:-} || status=1
   echo
   BUILD=$BUILD bench/bench_workload.sh || status=1
+  echo
+  if [ -n "${TRACES:-}" ] && ls "$TRACES"/*.pickle >/dev/null 2>&1; then
+    echo "\$ $BUILD/cudalloc-replay --economy $TRACES/*.pickle"
+    "$BUILD/cudalloc-replay" --economy "$TRACES"/*.pickle || status=1
+  else
+    echo "driver economy: no snapshots (TRACES=dir, default ../shared/traces): skipped"
+  fi
   exit $status
 } 2>&1 | tee "$LOG"
 status=${PIPESTATUS[0]}
