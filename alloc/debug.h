@@ -14,6 +14,7 @@
 typedef struct ca_debug_s {
   bool reuse_pending_anywhere;  /* ignore stream ownership of pending blocks */
   bool skip_fences;             /* treat every fence as complete */
+  bool busy_streams_idle;        /* an epoch fence skips every non-blocking stream, busy or not */
   bool sync_fences_done_early;  /* a fence filed for a device synchronization completes before it returns */
   bool shared_per_thread;       /* one queue for every thread's per-thread stream */
   bool pinned_merge_across;     /* the pinned arena merges extents of two chunks */

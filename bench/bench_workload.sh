@@ -61,29 +61,30 @@ calls_per_step() {
       m = sum("backend_reserve,backend_va_free,backend_create,backend_release," \
               "backend_map,backend_unmap,backend_set_access")
       e = sum("backend_event_record,backend_event_query"); s = sum("backend_sync"); r = sum("num_retries")
-      if ($1 == w - 1) { m0 = m; e0 = e; s0 = s; r0 = r; base = 1 }
-      last = $1; m1 = m; e1 = e; s1 = s; r1 = r
+      k = sum("backend_event_record")
+      if ($1 == w - 1) { m0 = m; e0 = e; s0 = s; r0 = r; k0 = k; base = 1 }
+      last = $1; m1 = m; e1 = e; s1 = s; r1 = r; k1 = k
     }
     END {
-      if (!base || last < w) { print "n/a n/a n/a n/a"; exit }
+      if (!base || last < w) { print "n/a n/a n/a n/a n/a"; exit }
       n = last - w + 1
-      printf "%.2f %.2f %.2f %.2f\n", (m1 - m0) / n, (e1 - e0) / n, (s1 - s0) / n, (r1 - r0) / n
+      printf "%.2f %.2f %.2f %.2f %.2f\n", (m1 - m0) / n, (e1 - e0) / n, (k1 - k0) / n, (s1 - s0) / n, (r1 - r0) / n
     }' "$1"
 }
 
 ROWS=()
 FAILED=0   # runs that printed no figures: the exit status says so
 
-# run <name> <CUDALLOC_CONF or "-" for no cudalloc> <program>
+# run <name> <CUDALLOC_CONF or "-" for no cudalloc> <program> [program options]
 run() {
-  local name=$1 conf=$2 prog=$3 log=$OUTDIR/$1.log steps=$OUTDIR/$1-steps.txt t0 t1 rc
+  local name=$1 conf=$2 prog=$3 extra=${4:-} log=$OUTDIR/$1.log steps=$OUTDIR/$1-steps.txt t0 t1 rc
   rm -f "$steps"
   t0=$(now)
   if [ "$conf" = "-" ]; then
-    "$prog" --steps "$STEPS" --svg "$OUTDIR/$name.svg" > "$log" 2>&1
+    "$prog" --steps "$STEPS" --svg "$OUTDIR/$name.svg" $extra > "$log" 2>&1
   else
     LD_PRELOAD="$SPY $LIB" CUDALLOC_BENCH_STEPS=$steps CUDALLOC_CONF="$conf,report:$OUTDIR/$name" \
-      "$prog" --steps "$STEPS" --svg "$OUTDIR/$name.svg" > "$log" 2>&1
+      "$prog" --steps "$STEPS" --svg "$OUTDIR/$name.svg" $extra > "$log" 2>&1
   fi
   rc=$?
   t1=$(now)
@@ -92,30 +93,31 @@ run() {
   verdict=$(grep -o '^verdict: .*' "$log" | sed 's/^verdict: //')
   [ "$rc" -ne 0 ] && [ -z "$verdict" ] && verdict="exit $rc (see $log)"
   grep -q '^summary:' "$log" || FAILED=$((FAILED + 1))
-  echo "--- $name: $prog, CUDALLOC_CONF=${conf/#-/(no cudalloc)}"
+  echo "--- $name: $prog $extra, CUDALLOC_CONF=${conf/#-/(no cudalloc)}"
   grep -E '^(summary|cudalloc:)' "$log"
   if [ "$conf" = "-" ]; then
-    alloc=n/a reserved=n/a ratio=n/a calls="n/a n/a n/a n/a"
+    alloc=n/a reserved=n/a ratio=n/a calls="n/a n/a n/a n/a n/a"
   else
     alloc=$(summary_value "$log" "peak allocated")
     reserved=$(summary_value "$log" "peak reserved")
     ratio=$(summary_value "$log" "reserved/allocated at peak")
-    if [ -s "$steps" ]; then calls=$(calls_per_step "$steps"); else calls="n/a n/a n/a n/a"; fi
+    if [ -s "$steps" ]; then calls=$(calls_per_step "$steps"); else calls="n/a n/a n/a n/a n/a"; fi
   fi
   local median mean
   median=$(median_step_ms "$log")
   mean=$(mean_step_ms "$log" | grep . || echo n/a)
   set -- $calls
-  ROWS+=("| $name | ${alloc:-n/a} | ${reserved:-n/a} | ${ratio:-n/a} | $1 | $2 | $3 | $4 | $median | $mean | $wall |\
+  ROWS+=("| $name | ${alloc:-n/a} | ${reserved:-n/a} | ${ratio:-n/a} | $1 | $2 | $3 | $4 | $5 | $median | $mean | $wall |\
  ${verdict:-n/a} |")
   echo
 }
 
 table() {
   echo "| run | peak allocated MiB | peak reserved MiB | reserved/allocated at peak (target <= 1.05)" \
-       "| memory calls/step after warm-up (target 0) | event calls/step | waits/step | slow paths/step" \
+       "| memory calls/step after warm-up (target 0) | event calls/step (target 0 on one stream)" \
+       "| of which records (target <= 1) | waits/step | slow paths/step" \
        "| ms/step median, steps $WARMUP.. | ms/step mean | wall s | workload verdict |"
-  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
   local r
   for r in "${ROWS[@]}"; do echo "$r"; done
   echo
@@ -144,6 +146,8 @@ sim() {
   echo
   run expandable "backend:sim" "$BUILD/workload"
   run classic "backend:sim,expandable_segments:false" "$BUILD/workload"
+  # a second stream: the batches copied on a non-blocking stream (no legacy queue then)
+  run side-stream "backend:sim" "$BUILD/workload" "--side-stream 1"
   run host-malloc - "$BUILD/workload-host"
   table
   ratio_line expandable host-malloc "   (the same C kernels on host malloc: on the CPU the kernels dominate the step)"

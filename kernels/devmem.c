@@ -24,8 +24,19 @@ void dev_free_at(void *p, const char *file, int line) {
   cuda_check_at(cudaFree(p), "cudaFree", file, line);
 }
 
+static cudaStream_t side;
+static int use_side;
+
+void dev_use_side_stream(void) { use_side = 1; }
+
 void dev_upload(void *dst, const void *src, size_t bytes) {
-  cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  if (!use_side) {
+    cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    return;
+  }
+  if (!side) cuda_check(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, side));
+  cuda_check(cudaStreamSynchronize(side));
 }
 
 void dev_download(void *dst, const void *src, size_t bytes) {

@@ -47,6 +47,10 @@ void dev_free_at(void *p, const char *file, int line);
 #define dev_free(p) dev_free_at((p), __FILE__, __LINE__)
 
 void dev_upload(void *dst, const void *src, size_t bytes);   /* host to device */
+/* From now on dev_upload copies on a non-blocking side stream of its own
+ * and waits for it, as a prefetching data loader does: a program with a
+ * second stream (the workload's --side-stream). */
+void dev_use_side_stream(void);
 void dev_download(void *dst, const void *src, size_t bytes); /* device to host */
 void dev_zero(void *dst, size_t bytes);
 void dev_sync(void);

@@ -31,6 +31,8 @@ void dev_free_at(void *p, const char *file, int line) {
 
 void dev_upload(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
+void dev_use_side_stream(void) {}   /* no streams on host memory */
+
 void dev_download(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 
 void dev_zero(void *dst, size_t bytes) { memset(dst, 0, bytes); }

@@ -33,7 +33,7 @@
 #define GRANULE_BYTES (2.0 * MIB)
 
 typedef struct options_s {
-  int steps, warmup, leak_every;
+  int steps, warmup, leak_every, side_stream;
   uint64_t seed;
   float lr, weight_decay;
   const char *svg;
@@ -52,6 +52,7 @@ static void usage(FILE *out) {
         "  --warmup N         steps before the memory plateau is judged (10)\n"
         "  --seed N           seed of the weights and of every batch (1)\n"
         "  --leak-every N     leak one activation every N steps, on purpose (0: never)\n"
+        "  --side-stream N    1: copy the batches on a non-blocking stream of their own (0)\n"
         "  --svg PATH         memory picture (workload-memory.svg)\n"
         "  --lr X             AdamW learning rate (3e-3)\n"
         "  --weight-decay X   AdamW weight decay (0.01)\n"
@@ -107,6 +108,7 @@ static int parse_float(const char *name, const char *s, float *out) {
 static int *int_option(options_t *o, const char *name, int *lo) {
   struct { const char *name; int *field; int lo; } t[] = {
       {"steps", &o->steps, 1}, {"warmup", &o->warmup, 0}, {"leak-every", &o->leak_every, 0},
+      {"side-stream", &o->side_stream, 0},
       {"layers", &o->model.layers, 1}, {"channels", &o->model.channels, 1},
       {"heads", &o->model.heads, 1}, {"vocab", &o->model.vocab, 1},
       {"max-batch", &o->data.max_batch, 1}, {"grid", &o->data.grid, 1},
@@ -141,7 +143,7 @@ static int apply_option(options_t *o, const char *name, const char *arg) {
 }
 
 static int parse_args(int argc, char **argv, options_t *o) {
-  static const char *names[] = {"steps", "warmup", "seed", "leak-every", "svg", "lr",
+  static const char *names[] = {"steps", "warmup", "seed", "leak-every", "side-stream", "svg", "lr",
                                 "weight-decay", "layers", "channels", "heads", "vocab",
                                 "max-batch", "grid", "patch", "max-frames", "min-audio",
                                 "max-audio", "mel-bins", "min-text", "max-text", "classes"};
@@ -289,6 +291,7 @@ int main(int argc, char **argv) {
   if (!buf) return 2;
   s = (series_t){buf, buf + o.steps, buf + 2 * o.steps, buf + 3 * o.steps};
   model_t *m = model_create(&o.model, &WORKLOAD_OPS, o.seed);
+  if (o.side_stream) dev_use_side_stream();   /* the weights went up before: the batches from here */
   print_header(&o, m);
   double peak_reserved = 0.0, total_ms = 0.0;
   run_steps(m, &o, &s, &peak_reserved, &total_ms);

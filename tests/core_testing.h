@@ -58,8 +58,8 @@ static inline ca_stream_t test_stream(bool nonblocking) {
  * ca_sim_oracle_reset). */
 static inline void core_fini(void) {
   core_stop();   /* its leak report, expected of tests that end with live blocks, discarded */
-  cr_assert_eq(ca_sim_oracle_violations(), 0, "the reuse oracle found %llu violations; the first: %s",
-               (unsigned long long)ca_sim_oracle_violations(), ca_sim_oracle_report(0));
+  FINI_ASSERT(ca_sim_oracle_violations() == 0, "the reuse oracle found %llu violations; the first: %s",
+              (unsigned long long)ca_sim_oracle_violations(), ca_sim_oracle_report(0));
 }
 
 /* A kernel on stream reads (write false) or writes [p, p+n) now: pending

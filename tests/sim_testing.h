@@ -49,7 +49,8 @@ static inline const ca_backend_t *sim_only_start(const char *conf, size_t *gran)
  * oracle saw no early reuse. */
 static inline void sim_fini(void) {
   ca_sim_shutdown();
-  ORACLE_SILENT();
+  FINI_ASSERT(ca_sim_oracle_violations() == 0, "the reuse oracle found %llu violations; the first: %s",
+              (unsigned long long)ca_sim_oracle_violations(), ca_sim_oracle_report(0));
 }
 
 #define OK(call) cr_assert_eq((call), CUDA_SUCCESS, "%s failed", #call)

@@ -62,14 +62,23 @@ static bool free_sync_waits_for_all_work(bool skip_fences, bool register_stream)
   ca_debug.skip_fences = skip_fences;
   ca_stream_t nb = new_stream(true, register_stream);
   void *p = alloc_on(5 * MiB, NULL);
+  TOUCH(nb, p, MiB, true);   /* a kernel on nb still uses p (an idle nb needs no wait) */
   cudalloc_free_sync(p);
+  capture_t cap;   /* the oracle's line, when it fires */
+  capture_begin(&cap);
   bool safe = alloc_on(5 * MiB, NULL) != p;
   ca_sim_stream_complete(NULL);   /* the legacy stream is done, nb is not */
   safe = safe && alloc_on(5 * MiB, NULL) != p;
+  char out[1024];
+  capture_end(&cap, out, sizeof out);
   ca_sim_stream_complete(nb);
   void *later = alloc_on(5 * MiB, NULL);
   cr_assert_eq(cudalloc_check(), 0);
   if (safe) cr_assert_eq(later, p, "after all work completed the block is reused");
+  if (!safe) {   /* the oracle agrees: p was handed out under nb's kernel */
+    cr_assert_gt(ca_sim_oracle_violations(), 0, "the reuse oracle missed the early reuse");
+    ca_sim_oracle_reset();
+  }
   return safe;
 }
 

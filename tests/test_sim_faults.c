@@ -181,6 +181,7 @@ Test(sim_faults, each_op_fails_with_its_own_error) {
       [CA_OP_event_sync] = be->event_sync(e),
       [CA_OP_event_destroy] = be->event_destroy(e),
       [CA_OP_stream_sync] = be->stream_sync(NULL),
+      [CA_OP_stream_query] = be->stream_query(NULL),
       [CA_OP_device_sync] = be->device_sync(0),
       [CA_OP_is_capturing] = be->is_capturing(NULL, &c),
       [CA_OP_stream_device] = be->stream_device(NULL, &n),

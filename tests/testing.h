@@ -3,8 +3,10 @@
 #define CUDALLOC_TESTING_H
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "config.h"
@@ -27,6 +29,21 @@ static inline const ca_backend_t *test_start_backend(const char *conf) {
   cr_assert_eq(rc, CUDA_SUCCESS, "backend %s failed to start: %d", be->name, rc);
   return be;
 }
+
+/* An assertion of a suite's .fini. Criterion 2.4 prints a failed
+ * cr_assert there but still counts the test as passed (and the binary
+ * exits 0), so a check at .fini (the reuse oracle's, the simulation's
+ * leftovers) could never fail a test: this one ends the worker, which
+ * Criterion counts as a crash. */
+#define FINI_ASSERT(cond, ...)                         \
+  do {                                                 \
+    if (!(cond)) {                                     \
+      fprintf(stderr, "fini check failed: " __VA_ARGS__); \
+      fputc('\n', stderr);                            \
+      fflush(stderr);                                  \
+      abort();                                         \
+    }                                                  \
+  } while (0)
 
 /* Skips a test that only the simulated device can run. */
 #define SKIP_ON_CUDA(why)                                       \

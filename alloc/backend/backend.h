@@ -69,7 +69,7 @@ typedef struct ca_device_props_s {
   X(init) X(device_count) X(get_device) X(set_device) X(device_props) X(mem_info) \
   X(reserve) X(va_free) X(create) X(release) X(map) X(unmap) X(set_access)       \
   X(event_create) X(event_record) X(event_query) X(event_sync) X(event_destroy)  \
-  X(stream_sync) X(device_sync) X(is_capturing) X(stream_device) X(host_alloc) X(host_free)
+  X(stream_sync) X(stream_query) X(device_sync) X(is_capturing) X(stream_device) X(host_alloc) X(host_free)
 
 typedef enum ca_backend_op_e {
 #define CA_OP_ENUM(op) CA_OP_##op,
@@ -184,6 +184,9 @@ typedef struct ca_backend_s {
   CUresult (*event_sync)(ca_event_t event);
   CUresult (*event_destroy)(ca_event_t event);
   CUresult (*stream_sync)(ca_stream_t stream);
+  /* CUDA_SUCCESS once every piece of work issued on stream so far has
+   * completed, CUDA_ERROR_NOT_READY before (cuStreamQuery). */
+  CUresult (*stream_query)(ca_stream_t stream);
   CUresult (*device_sync)(int dev);
   /* *capturing = 1 while the stream is being captured into a graph, also
    * when a global-mode capture elsewhere makes using it illegal. */

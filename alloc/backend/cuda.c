@@ -469,6 +469,12 @@ static CUresult cuda_stream_sync(ca_stream_t stream) {
   return rc != CUDA_SUCCESS ? rc : drv.stream_sync((CUstream)stream);
 }
 
+static CUresult cuda_stream_query(ca_stream_t stream) {
+  if (!ready()) return CUDA_ERROR_NOT_INITIALIZED;
+  CUresult rc = ensure_context(stream);
+  return rc != CUDA_SUCCESS ? rc : drv.stream_query((CUstream)stream);
+}
+
 static CUresult cuda_device_sync(int dev) {
   bool pushed;
   CUresult rc = ctx_enter(dev, &pushed);
@@ -635,6 +641,7 @@ const ca_backend_t ca_backend_cuda = {
     .event_sync = cuda_event_sync,
     .event_destroy = cuda_event_destroy,
     .stream_sync = cuda_stream_sync,
+    .stream_query = cuda_stream_query,
     .device_sync = cuda_device_sync,
     .is_capturing = cuda_is_capturing,
     .stream_device = cuda_stream_device,

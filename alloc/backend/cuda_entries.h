@@ -38,6 +38,7 @@
   X(event_sync, "cuEventSynchronize", PFN_cuEventSynchronize_v2000)            \
   X(event_destroy, "cuEventDestroy", PFN_cuEventDestroy_v4000)                 \
   X(stream_sync, "cuStreamSynchronize", PFN_cuStreamSynchronize_v2000)         \
+  X(stream_query, "cuStreamQuery", PFN_cuStreamQuery_v2000)                    \
   X(stream_is_capturing, "cuStreamIsCapturing", PFN_cuStreamIsCapturing_v10000) \
   X(stream_get_ctx, "cuStreamGetCtx", PFN_cuStreamGetCtx_v9020)                \
   X(mem_host_alloc, "cuMemHostAlloc", PFN_cuMemHostAlloc_v2020)                \

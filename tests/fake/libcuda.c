@@ -594,6 +594,7 @@ API CUresult cuStreamCreate(CUstream *s, unsigned flags) {
 API CUresult cuStreamDestroy_v2(CUstream s) { ENTER(); return default_stream(s) ? CUDA_ERROR_INVALID_HANDLE : drop_owned(streams, s); }
 API CUresult cuStreamGetCtx(CUstream s, CUcontext *ctx) { ENTER(); return stream_ctx(s, ctx); }
 API CUresult cuStreamSynchronize(CUstream s) { ENTER(); CUcontext c; return stream_ctx(s, &c); }
+API CUresult cuStreamQuery(CUstream s) { ENTER(); CUcontext c; return stream_ctx(s, &c); }   /* no work runs here */
 
 API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st) {
   ENTER();
@@ -660,6 +661,7 @@ static const struct { const char *name; int version; int ptsz; void *fn; } entri
     {"cuEventSynchronize", 2000, 0, (void *)cuEventSynchronize},
     {"cuEventDestroy", 4000, 0, (void *)cuEventDestroy_v2},
     {"cuStreamSynchronize", 2000, 0, (void *)cuStreamSynchronize},
+    {"cuStreamQuery", 2000, 0, (void *)cuStreamQuery},
     {"cuStreamCreate", 2000, 0, (void *)cuStreamCreate},
     {"cuStreamDestroy", 4000, 0, (void *)cuStreamDestroy_v2},
     {"cuStreamGetCtx", 9020, 0, (void *)cuStreamGetCtx},

@@ -33,6 +33,7 @@ static const CUresult injected_error[CA_OP_COUNT] = {
     [CA_OP_event_sync] = CUDA_ERROR_LAUNCH_FAILED,
     [CA_OP_event_destroy] = CUDA_ERROR_INVALID_HANDLE,
     [CA_OP_stream_sync] = CUDA_ERROR_LAUNCH_FAILED,
+    [CA_OP_stream_query] = CUDA_ERROR_LAUNCH_FAILED,
     [CA_OP_device_sync] = CUDA_ERROR_LAUNCH_FAILED,
     [CA_OP_is_capturing] = CUDA_ERROR_INVALID_HANDLE,
     /* a transient answer, not "no such stream": the stream must not be forgotten */

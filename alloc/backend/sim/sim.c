@@ -406,6 +406,9 @@ static CUresult sim_event_destroy(ca_event_t event) {
 static CUresult sim_stream_sync(ca_stream_t stream) {
   SIM_LOCKED_CALL(stream_sync, ca_sim_stream_sync_locked(stream));
 }
+static CUresult sim_stream_query(ca_stream_t stream) {
+  SIM_LOCKED_CALL(stream_query, ca_sim_stream_query_locked(stream));
+}
 static CUresult sim_device_sync(int dev) {
   SIM_LOCKED_CALL(device_sync, ca_sim_device_sync_locked(dev));
 }
@@ -454,6 +457,7 @@ const ca_backend_t ca_backend_sim = {
     .event_sync = sim_event_sync,
     .event_destroy = sim_event_destroy,
     .stream_sync = sim_stream_sync,
+    .stream_query = sim_stream_query,
     .device_sync = sim_device_sync,
     .is_capturing = sim_is_capturing,
     .stream_device = sim_stream_device,

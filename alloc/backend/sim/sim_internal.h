@@ -228,6 +228,7 @@ CUresult ca_sim_event_query_locked(ca_event_t event);
 CUresult ca_sim_event_sync_locked(ca_event_t event);
 CUresult ca_sim_event_destroy_locked(ca_event_t event);
 CUresult ca_sim_stream_sync_locked(ca_stream_t stream);
+CUresult ca_sim_stream_query_locked(ca_stream_t stream);
 CUresult ca_sim_device_sync_locked(int dev);
 CUresult ca_sim_is_capturing_locked(ca_stream_t stream, int *capturing);
 CUresult ca_sim_stream_device_locked(ca_stream_t stream, int *dev);

@@ -603,13 +603,18 @@ static CUresult wait_event_locked(ca_stream_t stream, ca_event_t event) {
 
 /* As cuStreamQuery: every piece of work issued on stream so far is done.
  * A call of the device, so that a polling loop lets lagging work finish. */
+CUresult ca_sim_stream_query_locked(ca_stream_t stream) {
+  sim_stream_t *s;
+  CUresult rc = stream_resolve(stream, &s);
+  if (rc == CUDA_SUCCESS) rc = capture_allows_waiting();
+  if (rc == CUDA_SUCCESS && s->tail) rc = CUDA_ERROR_NOT_READY;
+  return rc;
+}
+
 CUresult ca_sim_stream_query(ca_stream_t stream) {
   CUresult rc = ca_sim_lock_started();
   if (rc != CUDA_SUCCESS) return rc;
-  sim_stream_t *s;
-  rc = stream_resolve(stream, &s);
-  if (rc == CUDA_SUCCESS) rc = capture_allows_waiting();
-  if (rc == CUDA_SUCCESS && s->tail) rc = CUDA_ERROR_NOT_READY;
+  rc = ca_sim_stream_query_locked(stream);
   ca_sim_lag_tick_locked();
   ca_sim_unlock();
   return rc;
