@@ -90,11 +90,16 @@ Test(core_legacy_queue, a_single_stream_cudaFree_loop_makes_no_call_after_warm_u
   cr_assert_eq(syncs, 0, "waits per step after warm-up: %.2f", syncs);
 }
 
+static double events_per_step(const char *conf) {
+  double events, memory, syncs;
+  loop_calls(conf, &events, &memory, &syncs);
+  return events;
+}
+
 /* The same loop with cudaFree's fence: the counters do count (this is
  * how the loop ran before the legacy queue). */
 Test(core_legacy_queue, with_the_mode_off_the_same_loop_makes_event_calls) {
-  double events, memory, syncs;
-  loop_calls("sim_events:lag,legacy_queue:off", &events, &memory, &syncs);
+  double events = events_per_step("sim_events:lag,legacy_queue:off");
   cr_assert_gt(events, 0.5, "event calls per step after warm-up: %.2f", events);
 }
 
@@ -104,14 +109,12 @@ Test(core_legacy_queue, with_the_mode_off_the_same_loop_makes_event_calls) {
  * word that it registers every stream. Before the rule, auto held here
  * too: "event calls per step after warm-up: 0.00". */
 Test(core_legacy_queue_library, auto_keeps_cudaFrees_fence_without_the_shims_word) {
-  double events, memory, syncs;
-  loop_calls("sim_events:lag", &events, &memory, &syncs);
+  double events = events_per_step("sim_events:lag");
   cr_assert_gt(events, 0.5, "event calls per step after warm-up: %.2f", events);
 }
 
 Test(core_legacy_queue_library, on_is_the_programs_word) {
-  double events, memory, syncs;
-  loop_calls("sim_events:lag,legacy_queue:on", &events, &memory, &syncs);
+  double events = events_per_step("sim_events:lag,legacy_queue:on");
   cr_assert_eq(events, 0, "event calls per step after warm-up: %.2f", events);
 }
 
