@@ -198,6 +198,8 @@ TEST_INC := -Itests -Ikernels $(INC_CORE) -Ialloc/backend/sim -Ishim -Ibench/rep
 $(BUILD)/tests/%: tests/%.c $(LIB_TEST_A) $(KERNEL_LIB) $(wildcard tests/*.h) $(TEST_EXTRA)
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -DCA_TESTING $(TEST_INC) $< $(TEST_EXTRA) -o $@ $(TEST_LIBS) $(LIB_TEST_A) $(KERNEL_LIB) $(SANFLAGS) -lcriterion $(LIBS)
+# Runs a Criterion binary whose .fini check fails on purpose.
+$(BUILD)/tests/test_fini_assert: $(BUILD)/tests/fini_probe
 # The event log's suite reads logs with the tools' reader, and runs the tool.
 $(BUILD)/tests/test_trace: $(TRACE_TOOLS_LIB) $(TRACE_TOOL)
 $(BUILD)/tests/test_trace: TEST_INC += -Ibench/trace
