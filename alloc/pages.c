@@ -12,13 +12,16 @@
  * of free holes first only when it is (the device's limit is near, or
  * reserved memory would pass active memory by more than CA_PAGE_SLACK):
  * so the allocation path unmaps nothing while there is room, and reserved
- * memory stays within a few percent of what blocks hold. */
+ * memory stays within a few percent of what blocks hold. A page that
+ * growths keep moving out and back stays where it is (churn.c), so that a
+ * repeated sequence settles. */
 #include "pages.h"
 
 #include <stdlib.h>
 
 #include "bins.h"
 #include "blocks.h"
+#include "churn.h"
 #include "log.h"
 #include "peers.h"
 #include "segments.h"
@@ -62,8 +65,9 @@ CUresult ca_region_init(ca_segment_t *seg, ca_pool_t *pool, uintptr_t base, size
   seg->npages = size / d->page;
   seg->pages = calloc(seg->npages, sizeof *seg->pages);
   seg->mapped = calloc((seg->npages + 63) / 64, sizeof *seg->mapped);
+  seg->churn = calloc(seg->npages, sizeof *seg->churn);
   ca_block_t *hole = ca_block_new(d);
-  if (!seg->pages || !seg->mapped || !hole) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!seg->pages || !seg->mapped || !seg->churn || !hole) return CUDA_ERROR_OUT_OF_MEMORY;
   hole->addr = base;
   hole->size = size;
   hole->seg = seg;
@@ -159,8 +163,10 @@ void ca_region_teardown(ca_device_t *d, ca_segment_t *seg, bool call_backend) {
   seg->first = NULL;
   free(seg->pages);
   free(seg->mapped);
+  free(seg->churn);
   seg->pages = NULL;
   seg->mapped = NULL;
+  seg->churn = NULL;
 }
 
 /* One new chunk of n pages, within the device's limit, its pages cached
@@ -206,27 +212,35 @@ static size_t chunk_pages(const ca_device_t *d, size_t n) {
   return want < room ? want : (n > room ? n : room);
 }
 
-/* Pages moved out of free holes for pages at addr. */
-static void move_pages(ca_device_t *d, size_t n, uintptr_t addr) {
-  size_t moved = ca_steal_pages(d, n * d->page);
+/* Why pages move out of free blocks: a trim, or a growth, which spares
+ * the pages that keep coming back (churn.c) unless memory is short for
+ * real. */
+typedef enum { STEAL_TRIM, STEAL_GROWTH, STEAL_GROWTH_ANY } steal_mode_t;
+static size_t steal(ca_device_t *d, size_t want, steal_mode_t mode);
+
+/* Pages moved out of free holes for pages at addr; any_page: even those
+ * that keep coming back (churn.c), memory being short for real. */
+static void move_pages(ca_device_t *d, size_t n, uintptr_t addr, bool any_page) {
+  size_t moved = steal(d, n * d->page, any_page ? STEAL_GROWTH_ANY : STEAL_GROWTH);
   ca_stat_add(&d->stats.num_page_moves, (int64_t)(moved / d->page));
   if (moved) ca_trace_mem(d, CA_EV_PAGE_MOVE, addr, moved);
 }
 
 /* Fills the page cache up to n pages: new ones while memory is not short
  * (one chunk for all that are missing, a few more for small growths),
- * else pages moved out of free holes first; when a create fails, moved
- * pages, then new ones again. */
+ * else pages moved out of free holes first, but not those that keep
+ * coming back (churn.c); when a create fails, any pages moved, then new
+ * ones again. */
 static CUresult gather_pages(ca_device_t *d, size_t n, uintptr_t addr) {
   if (d->page_cache_count >= n) return CUDA_SUCCESS;
   bool moved = short_of_memory(d, n - d->page_cache_count);
-  if (moved) move_pages(d, n - d->page_cache_count, addr);
+  if (moved) move_pages(d, n - d->page_cache_count, addr, false);
   if (d->page_cache_count >= n) return CUDA_SUCCESS;
   size_t missing = n - d->page_cache_count, more = moved ? missing : chunk_pages(d, missing);
   CUresult rc = create_chunk(d, more);
   if (rc != CUDA_SUCCESS && more > missing) rc = create_chunk(d, missing);   /* the least, if more would not go */
-  if (rc == CUDA_SUCCESS || moved) return rc;
-  move_pages(d, n - d->page_cache_count, addr);
+  if (rc == CUDA_SUCCESS) return rc;
+  move_pages(d, n - d->page_cache_count, addr, true);
   return d->page_cache_count >= n ? CUDA_SUCCESS : create_chunk(d, n - d->page_cache_count);
 }
 
@@ -250,6 +264,7 @@ CUresult ca_map_range(ca_device_t *d, ca_segment_t *seg, uintptr_t addr, size_t 
   *mapped = 0;
   CUresult rc = gather_pages(d, n, addr);
   if (rc) return rc;
+  ca_churn_mapped_back(seg, first, n);
   size_t done = 0;
   for (; done < n; done++) {
     ca_page_t pg = d->page_cache[d->page_cache_count - 1];
@@ -273,6 +288,7 @@ CUresult ca_map_range(ca_device_t *d, ca_segment_t *seg, uintptr_t addr, size_t 
 typedef struct steal_s {
   ca_device_t *d;
   size_t want, got;
+  steal_mode_t mode;
 } steal_t;
 
 /* Takes whole pages from the top of free mapped block b: b keeps its head,
@@ -287,11 +303,14 @@ static bool steal_from(ca_block_t *b, void *arg) {
   if (!ca_block_reserve(d, 2)) return false;   /* the splits below cannot fail */
   size_t take = (hi - lo) / pg, need = (s->want - s->got + pg - 1) / pg;
   if (take > need) take = need;
-  uintptr_t cut = hi - take * pg;
   ca_segment_t *seg = b->seg;
+  if (s->mode == STEAL_GROWTH) take = ca_churn_movable(d, seg, page_index(seg, hi), take, s->want - s->got);
+  if (!take) return true;
+  uintptr_t cut = hi - take * pg;
   ca_pool_t *pool = seg->pool;
   size_t before = d->page_cache_count;
   if (unmap_runs(d, seg, page_index(seg, cut), page_index(seg, hi))) return false;
+  if (s->mode != STEAL_TRIM) ca_churn_moved_out(seg, page_index(seg, cut), page_index(seg, hi));
   s->got += (d->page_cache_count - before) * pg;
   ca_bins_remove(&pool->bins, b);
   ca_block_t *hole = b, *tail = NULL;
@@ -306,13 +325,15 @@ static bool steal_from(ca_block_t *b, void *arg) {
   return s->got < s->want;
 }
 
-size_t ca_steal_pages(ca_device_t *d, size_t want) {
+static size_t steal(ca_device_t *d, size_t want, steal_mode_t mode) {
   if (!ca_config.expandable_segments) return 0;
-  steal_t s = {d, want, 0};
+  steal_t s = {d, want, 0, mode};
   /* The large pool first: its free blocks span more whole pages. */
   for (int p = CA_POOL_LARGE; p >= CA_POOL_SMALL && s.got < want; p--) ca_bins_each(&d->pools[p].bins, steal_from, &s);
   return s.got;
 }
+
+size_t ca_steal_pages(ca_device_t *d, size_t want) { return steal(d, want, STEAL_TRIM); }
 
 size_t ca_trim(ca_device_t *d, size_t target) {
   size_t before = (size_t)d->stats.reserved_bytes.current;
