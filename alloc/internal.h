@@ -23,7 +23,7 @@
  *   trace_log
  *   trace_ring trace_buf
  *   trace
- *   blocks sitelive
+ *   blocks sitelive churn
  *   segments fence
  *   pages tcache
  *   pool
@@ -52,6 +52,7 @@
  *   qtable     stream queues by stream, and the lists a seal and a poll visit
  *   segments   classic segments                    fence   streams, queues, events
  *   pages      expandable pages, trimming          pool    take and grow
+ *   churn      pages that growths keep moving out and back stay
  *   slack      waiting for pending frees before growing past the slack
  *   tcache     the per-thread front cache of small stream-ordered frees
  *   device     devices, locks, ca_ready            stats   derived statistics
@@ -83,6 +84,7 @@
 #include "bins.h"
 #include "blocks.h"
 #include "check.h"
+#include "churn.h"
 #include "creep.h"
 #include "demand.h"
 #include "device.h"

@@ -12,8 +12,6 @@
 
 #include <math.h>
 
-#include "churn.h"
-
 #define WINDOW 16
 #define SEQ 65536     /* sizes per pass: bench_alloc's */
 #define WARM 12       /* passes before the one measured */
