@@ -30,7 +30,17 @@ void ca_churn_moved_out(ca_segment_t *seg, size_t from, size_t to) {
   for (size_t i = from; i < to; i++) seg->churn[i] |= OUT;
 }
 
+/* Peak allocated bytes as growths saw them: a program that resets the
+ * peaks every step (torch.cuda.reset_peak_memory_stats) would otherwise
+ * lower the cap to what is live early in the step, and move its pages. */
+static int64_t high_water(ca_device_t *d) {
+  int64_t peak = d->stats.allocated_bytes.peak;
+  if (peak > d->churn_high && !CA_DEBUG(churn_reset_cap)) d->churn_high = peak;
+  return CA_DEBUG(churn_reset_cap) ? peak : d->churn_high;
+}
+
 void ca_churn_mapped_back(ca_segment_t *seg, size_t first, size_t n) {
+  high_water(seg->pool->dev);
   for (size_t i = first; i < first + n; i++) {
     uint8_t c = seg->churn[i];
     if (!(c & OUT)) continue;
@@ -40,12 +50,12 @@ void ca_churn_mapped_back(ca_segment_t *seg, size_t first, size_t n) {
 }
 
 /* Reserved memory with `add` more bytes is past the cap over peak allocated memory. */
-static bool past_cap(const ca_device_t *d, size_t add) {
+static bool past_cap(ca_device_t *d, size_t add) {
   double reserved = (double)d->stats.reserved_bytes.current + (double)add;
-  return !CA_DEBUG(churn_no_cap) && reserved > (1.0 + CA_CHURN_CAP) * (double)d->stats.allocated_bytes.peak;
+  return !CA_DEBUG(churn_no_cap) && reserved > (1.0 + CA_CHURN_CAP) * (double)high_water(d);
 }
 
-size_t ca_churn_movable(const ca_device_t *d, const ca_segment_t *seg, size_t top, size_t want, size_t add) {
+size_t ca_churn_movable(ca_device_t *d, const ca_segment_t *seg, size_t top, size_t want, size_t add) {
   if (CA_DEBUG(churn_moves_all) || past_cap(d, add)) return want;
   size_t n = 0;
   while (n < want && (seg->churn[top - 1 - n] & RETURNS) < CA_CHURN_RETURNS) n++;

@@ -35,6 +35,7 @@ typedef struct ca_debug_s {
   bool tcache_no_trim;          /* a front cache full of blocks nobody takes stays full */
   bool churn_moves_all;         /* growths move pages however often they came back (churn.c) */
   bool churn_no_cap;            /* pages that came back stay however much memory is reserved (churn.c) */
+  bool churn_reset_cap;         /* cudalloc_reset_peaks lowers the cap on pages that stay (churn.c) */
   uint64_t tcache_hits;         /* front-cache hits (a tally, not a switch) */
   uint64_t stackwalk_memo_hits; /* stacks a thread's memo answered (a tally, not a switch) */
   uint64_t queue_visits;        /* queues a seal or a poll looked at (a tally, not a switch) */

@@ -194,6 +194,7 @@ struct ca_device_s {
   ca_page_t *page_cache;
   size_t page_cache_count, page_cache_cap;
   ca_chunk_t *chunks;           /* every physical handle of the expandable pools */
+  int64_t churn_high;           /* peak allocated bytes seen at growths, kept through peak resets (churn.c) */
   ca_ptrmap_t live;
   /* stream queues: by (stream, owner), and on lists (qtable.c) */
   ca_queue_t **qtable;
