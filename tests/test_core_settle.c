@@ -61,10 +61,10 @@ static pass_t one_pass(const uint32_t *sizes, ca_stream_t s) {
     cr_assert_eq(cudalloc_malloc(slot, sizes[i], s), cudaSuccess, "%u bytes", sizes[i]);
   }
   cudalloc_stats_t b = stats0();
-  return (pass_t){memory_calls(&b) - memory_calls(&a),
-                  b.backend_event_record.total + b.backend_event_query.total - a.backend_event_record.total -
-                      a.backend_event_query.total,
-                  b.num_retries.total - a.num_retries.total};
+  /* events: records, queries and blocking waits */
+  int64_t ev_a = a.backend_event_record.total + a.backend_event_query.total + a.backend_sync.total;
+  int64_t ev_b = b.backend_event_record.total + b.backend_event_query.total + b.backend_sync.total;
+  return (pass_t){memory_calls(&b) - memory_calls(&a), ev_b - ev_a, b.num_retries.total - a.num_retries.total};
 }
 
 static void drop_all(ca_stream_t s) {
