@@ -24,6 +24,7 @@
 #include "pool.h"
 #include "ptrmap.h"
 #include "segments.h"
+#include "settle.h"
 #include "slack.h"
 #include "streamdev.h"
 #include "streams.h"
@@ -62,6 +63,7 @@ static ca_block_t *reuse_flushed(ca_device_t *d, size_t rounded, ca_stream_t str
 static ca_block_t *slow_path(ca_device_t *d, size_t rounded, ca_stream_t stream, CUresult *rc) {
   ca_block_t *b;
   ca_stat_add(&d->stats.num_retries, 1);
+  if ((b = ca_settle_take(d, rounded, stream, rc))) return b;
   ca_fences_seal(d);
   if (ca_fences_poll(d) && (b = take(d, rounded, stream))) return b;
   /* What this thread's front cache holds, before memory is taken from

@@ -318,6 +318,15 @@ void ca_fences_seal(ca_device_t *d) {
   seal(d, &d->epoch);
 }
 
+/* Only stream's queue: the others' open batches stay theirs (settle.c). */
+void ca_fences_seal_stream(ca_device_t *d, ca_stream_t stream) {
+  if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) return;
+  ca_queue_t *q = ca_queue_find(d, stream, false);
+  if (!q || !q->open.blocks) return;
+  seal(d, q);
+  if (!q->open.blocks) ca_qlist_del(d, CA_QL_OPEN, q);
+}
+
 void ca_fences_seal_epoch(ca_device_t *d) {
   if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) return;
   seal(d, &d->epoch);
@@ -482,6 +491,12 @@ bool ca_fences_wait_one(ca_device_t *d, size_t *released) {
   *released = 0;
   if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) return false;
   ca_fences_seal(d);
+  return ca_fences_wait_sealed(d, released);
+}
+
+bool ca_fences_wait_sealed(ca_device_t *d, size_t *released) {
+  *released = 0;
+  if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) return false;
   ca_queue_t *oldest = d->epoch.head ? &d->epoch : NULL;
   for (ca_queue_t *q = ca_qlist_first(d, CA_QL_SEALED); q; q = ca_qlist_next(q, CA_QL_SEALED))
     if (q->head && (!oldest || q->head->seq < oldest->head->seq)) oldest = q;

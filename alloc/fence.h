@@ -33,6 +33,9 @@ void ca_queue_add_to_fence(ca_device_t *d, ca_queue_t *q, ca_fence_t *f, ca_bloc
 ca_block_t *ca_queue_find_any(ca_device_t *d, ca_pool_t *pool, size_t size, size_t max, ca_queue_t **out);
 /* Records events for every open batch. Does nothing during a capture. */
 void ca_fences_seal(ca_device_t *d);
+/* The same for stream's own queue only (the calling thread's, for a
+ * per-thread default stream). */
+void ca_fences_seal_stream(ca_device_t *d, ca_stream_t stream);
 /* The same for the epoch queue only (cudaFree's blocks, at a step's end). */
 void ca_fences_seal_epoch(ca_device_t *d);
 /* Releases the blocks of every completed fence; returns bytes released. */
@@ -52,6 +55,8 @@ size_t ca_fences_sync_end(ca_device_t *d, uint64_t token, bool ok);
  * what completed, *released bytes (an empty fence releases 0). Returns
  * false when nothing was pending or the wait did not complete the fence. */
 bool ca_fences_wait_one(ca_device_t *d, size_t *released);
+/* The same without sealing first: only fences sealed before are waited for. */
+bool ca_fences_wait_sealed(ca_device_t *d, size_t *released);
 /* Seals every open batch and waits until no fence is pending (or a wait
  * fails; never during a capture): what the calls that promise a settled
  * cache (empty_cache, mem_get_info) need, at the cost of blocking as

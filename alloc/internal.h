@@ -28,6 +28,7 @@
  *   pages tcache
  *   pool
  *   slack
+ *   settle
  *   device
  *   legacyq
  *   pinned_chunks
@@ -54,6 +55,7 @@
  *   pages      expandable pages, trimming          pool    take and grow
  *   churn      pages that growths keep moving out and back stay
  *   slack      waiting for pending frees before growing past the slack
+ *   settle     the slow path's first rungs: a stream grows before it takes other streams' frees
  *   tcache     the per-thread front cache of small stream-ordered frees
  *   device     devices, locks, ca_ready            stats   derived statistics
  *   legacyq    cudaFree'd blocks in the legacy stream's queue while no other stream is used
@@ -107,6 +109,7 @@
 #include "qtable.h"
 #include "report.h"
 #include "segments.h"
+#include "settle.h"
 #include "slack.h"
 #include "sitelive.h"
 #include "stats.h"

@@ -22,38 +22,46 @@
 #include "fence.h"
 #include "pool.h"
 
-/* A wait stalls the host until the device catches up: worth it only for
- * more memory than this, PyTorch's page of expandable segments (a growth
- * of its large pool reserves up to that much beyond the request). */
-#define WAIT_FLOOR (20.0 * 1024 * 1024)
-
 /* Growing by `rounded` bytes of new memory would pass the slack: more than
  * CA_PAGE_SLACK above allocated memory, this request included, and by more
- * than WAIT_FLOOR. */
+ * than CA_SLACK_FLOOR. */
 static bool past_slack(const ca_device_t *d, size_t rounded) {
   double reserved = (double)d->stats.reserved_bytes.current + (double)rounded;
   double held = (double)d->stats.allocated_bytes.current + (double)rounded;
-  return reserved > held * (1.0 + CA_PAGE_SLACK) + WAIT_FLOOR;
+  return reserved > held * (1.0 + CA_PAGE_SLACK) + CA_SLACK_FLOOR;
 }
 
 /* Freed blocks that still wait for device work (active memory counts
- * them) and are worth a wait: more than half the slack and WAIT_FLOOR.
+ * them) and are worth a wait: more than half the slack and CA_SLACK_FLOOR.
  * Less cannot push reserved memory past the slack by itself, free memory
  * being what pages move out of (on the shared snapshots half the slack
  * spares up to 5 waits in 6 at the same peaks). */
-static bool pending_worth_waiting(const ca_device_t *d) {
-  double pending = (double)(d->stats.active_bytes.current - d->stats.allocated_bytes.current);
+bool ca_slack_worth_it(const ca_device_t *d, double pending) {
   double half_slack = 0.5 * CA_PAGE_SLACK * (double)d->stats.allocated_bytes.current;
-  return pending > (half_slack > WAIT_FLOOR ? half_slack : WAIT_FLOOR);
+  return pending > (half_slack > CA_SLACK_FLOOR ? half_slack : CA_SLACK_FLOOR);
 }
 
-ca_block_t *ca_slack_wait_before_growing(ca_device_t *d, size_t rounded, ca_stream_t stream) {
+static bool pending_worth_waiting(const ca_device_t *d) {
+  return ca_slack_worth_it(d, (double)(d->stats.active_bytes.current - d->stats.allocated_bytes.current));
+}
+
+/* sealed_only: fences sealed before, none of the open batches (settle.c). */
+static ca_block_t *wait_before_growing(ca_device_t *d, size_t rounded, ca_stream_t stream, bool sealed_only) {
   if (!ca_config.expandable_segments || !ca_config.wait_before_growing) return NULL;
   ca_pool_t *pool = ca_pool_for(d, rounded);
   size_t released;
-  while (past_slack(d, rounded) && pending_worth_waiting(d) && ca_fences_wait_one(d, &released)) {
+  while (past_slack(d, rounded) && pending_worth_waiting(d) &&
+         (sealed_only ? ca_fences_wait_sealed(d, &released) : ca_fences_wait_one(d, &released))) {
     ca_block_t *b = released ? ca_pool_take(d, pool, rounded, stream) : NULL;
     if (b) return b;
   }
   return NULL;
+}
+
+ca_block_t *ca_slack_wait_before_growing(ca_device_t *d, size_t rounded, ca_stream_t stream) {
+  return wait_before_growing(d, rounded, stream, false);
+}
+
+ca_block_t *ca_slack_wait_sealed(ca_device_t *d, size_t rounded, ca_stream_t stream) {
+  return wait_before_growing(d, rounded, stream, true);
 }

@@ -11,5 +11,17 @@
  * takes a block once one fits. Expandable segments only. Returns the
  * block, or NULL: grow. */
 ca_block_t *ca_slack_wait_before_growing(ca_device_t *d, size_t rounded, ca_stream_t stream);
+/* The same, waiting only for fences sealed before the call: the open
+ * batches, other streams' latest frees, stay where they are (settle.c). */
+ca_block_t *ca_slack_wait_sealed(ca_device_t *d, size_t rounded, ca_stream_t stream);
+
+/* A wait stalls the host until the device catches up: worth it only for
+ * more memory than this, PyTorch's page of expandable segments (a growth
+ * of its large pool reserves up to that much beyond the request). */
+#define CA_SLACK_FLOOR (20.0 * 1024 * 1024)
+
+/* pending bytes are worth a wait (or a seal): more than half of
+ * CA_PAGE_SLACK over allocated memory, and more than CA_SLACK_FLOOR. */
+bool ca_slack_worth_it(const ca_device_t *d, double pending);
 
 #endif /* CUDALLOC_SLACK_H */

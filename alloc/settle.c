@@ -1,0 +1,71 @@
+/* Streams that settle: the first rungs of the slow path (alloc.c).
+ *
+ * A block freed on stream S waits in S's queue, where S reuses it with no
+ * event: S's own cache, as PyTorch keeps one per stream. The ladder used to
+ * start by sealing and polling every stream's queue, so a stream that
+ * missed took the blocks the other streams had just freed and were about to
+ * reuse; they missed in turn and took its blocks back, and nothing settled
+ * (two streams of the GPU-like sequence, bench_alloc: a slow path every 300
+ * pairs, two event calls each, for good). PyTorch never hands a block to
+ * another stream without an event; it grows. Here, in order:
+ *   1. fences sealed earlier and complete by now: their blocks were left
+ *      alone by their streams since (queries, no event recorded);
+ *   2. growth while reserved memory stays within the slack of the peak of
+ *      allocated memory (CA_PAGE_SLACK and CA_SLACK_FLOOR above it): the
+ *      economy's bound is on peaks, so memory is not short yet;
+ *   3. the stream's own frees, sealed and merged with free neighbours, once
+ *      they are worth it (slack.c's measure): releasing them lets the other
+ *      streams take them, so not for a few blocks (cudaFree's epoch too);
+ *   4. fences sealed earlier, waited for before growing past the slack
+ *      (slack.c), but none sealed now;
+ *   5. every stream's latest frees sealed, for a later slow path to take if
+ *      their streams have not reused them by then, and growth.
+ * The rest of the ladder (alloc.c) takes other streams' blocks at once, and
+ * waits: memory is short there. Classic segments, and a garbage-collection
+ * threshold (whose trims a growth would undo), keep the ladder as before. */
+#include "settle.h"
+
+#include "blocks.h"
+#include "fence.h"
+#include "pool.h"
+#include "slack.h"
+
+/* Growing by `rounded` bytes keeps reserved memory within the slack of the
+ * most ever allocated (this request included): no new peak ratio. */
+static bool room_to_grow(const ca_device_t *d, size_t rounded) {
+  double reserved = (double)d->stats.reserved_bytes.current + (double)rounded;
+  double now = (double)d->stats.allocated_bytes.current + (double)rounded;
+  double peak = (double)d->stats.allocated_bytes.peak;
+  double held = peak > now ? peak : now;
+  return reserved <= held * (1.0 + CA_PAGE_SLACK) + CA_SLACK_FLOOR;
+}
+
+/* Bytes waiting in stream's own queue (the calling thread's, for a
+ * per-thread default stream). */
+static double own_pending(ca_device_t *d, ca_stream_t stream) {
+  ca_queue_t *q = stream ? ca_queue_find(d, stream, false) : NULL;
+  double bytes = 0;
+  for (int p = 0; q && p < CA_POOL_COUNT; p++)
+    if (q->bins[p]) bytes += (double)q->bins[p]->bytes;
+  return bytes;
+}
+
+static ca_block_t *grow_and_take(ca_device_t *d, ca_pool_t *pool, size_t rounded, ca_stream_t stream,
+                                 CUresult *rc) {
+  *rc = ca_pool_grow(d, pool, rounded);
+  return *rc ? NULL : ca_pool_take(d, pool, rounded, stream);
+}
+
+ca_block_t *ca_settle_take(ca_device_t *d, size_t rounded, ca_stream_t stream, CUresult *rc) {
+  if (!ca_config.expandable_segments || ca_config.gc_threshold > 0) return NULL;
+  ca_pool_t *pool = ca_pool_for(d, rounded);
+  ca_block_t *b;
+  if (ca_fences_poll(d) && (b = ca_pool_take(d, pool, rounded, stream))) return b;
+  if (room_to_grow(d, rounded) && (b = grow_and_take(d, pool, rounded, stream, rc))) return b;
+  if (ca_slack_worth_it(d, own_pending(d, stream))) ca_fences_seal_stream(d, stream);
+  ca_fences_seal_epoch(d);
+  if (ca_fences_poll(d) && (b = ca_pool_take(d, pool, rounded, stream))) return b;
+  if ((b = ca_slack_wait_sealed(d, rounded, stream))) return b;
+  ca_fences_seal(d);
+  return grow_and_take(d, pool, rounded, stream, rc);
+}
