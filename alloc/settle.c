@@ -28,6 +28,7 @@
 #include "blocks.h"
 #include "fence.h"
 #include "pool.h"
+#include "qtable.h"
 #include "slack.h"
 
 /* Growing by `rounded` bytes keeps reserved memory within the slack of the
@@ -40,13 +41,23 @@ static bool room_to_grow(const ca_device_t *d, size_t rounded) {
   return reserved <= held * (1.0 + CA_PAGE_SLACK) + CA_SLACK_FLOOR;
 }
 
-/* Bytes waiting in stream's own queue (the calling thread's, for a
- * per-thread default stream). */
-static double own_pending(ca_device_t *d, ca_stream_t stream) {
-  ca_queue_t *q = stream ? ca_queue_find(d, stream, false) : NULL;
+/* Another stream than own's has freed blocks waiting in its queue, open
+ * or sealed: a working set to leave alone. The lists hold only busy
+ * queues, so this looks at two of each at most. */
+static bool others_hold_frees(const ca_device_t *d, const ca_queue_t *own) {
+  static const ca_qlist_id_t lists[] = {CA_QL_OPEN, CA_QL_SEALED};
+  for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+    const ca_queue_t *q = ca_qlist_first(d, lists[i]);
+    if (q && (q != own || ca_qlist_next(q, lists[i]))) return true;
+  }
+  return false;
+}
+
+/* Bytes waiting in own's bins, which its stream may reuse at once. */
+static double pending_in(const ca_queue_t *own) {
   double bytes = 0;
-  for (int p = 0; q && p < CA_POOL_COUNT; p++)
-    if (q->bins[p]) bytes += (double)q->bins[p]->bytes;
+  for (int p = 0; own && p < CA_POOL_COUNT; p++)
+    if (own->bins[p]) bytes += (double)own->bins[p]->bytes;
   return bytes;
 }
 
@@ -58,11 +69,13 @@ static ca_block_t *grow_and_take(ca_device_t *d, ca_pool_t *pool, size_t rounded
 
 ca_block_t *ca_settle_take(ca_device_t *d, size_t rounded, ca_stream_t stream, CUresult *rc) {
   if (!ca_config.expandable_segments || ca_config.gc_threshold > 0) return NULL;
+  ca_queue_t *own = stream ? ca_queue_find(d, stream, false) : NULL;
+  if (!others_hold_frees(d, own)) return NULL;   /* one stream: nobody to take from */
   ca_pool_t *pool = ca_pool_for(d, rounded);
   ca_block_t *b;
   if (ca_fences_poll(d) && (b = ca_pool_take(d, pool, rounded, stream))) return b;
   if (room_to_grow(d, rounded) && (b = grow_and_take(d, pool, rounded, stream, rc))) return b;
-  if (ca_slack_worth_it(d, own_pending(d, stream))) ca_fences_seal_stream(d, stream);
+  if (ca_slack_worth_it(d, pending_in(own))) ca_fences_seal_stream(d, stream);
   ca_fences_seal_epoch(d);
   if (ca_fences_poll(d) && (b = ca_pool_take(d, pool, rounded, stream))) return b;
   if ((b = ca_slack_wait_sealed(d, rounded, stream))) return b;
