@@ -318,13 +318,11 @@ void ca_fences_seal(ca_device_t *d) {
   seal(d, &d->epoch);
 }
 
-/* Only stream's queue: the others' open batches stay theirs (settle.c). */
-void ca_fences_seal_stream(ca_device_t *d, ca_stream_t stream) {
-  if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) return;
-  ca_queue_t *q = ca_queue_find(d, stream, false);
-  if (!q || !q->open.blocks) return;
+/* One queue: the others' open batches stay theirs (settle.c). */
+void ca_fences_seal_queue(ca_device_t *d, ca_queue_t *q) {
+  if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0 || !q->open.blocks) return;
   seal(d, q);
-  if (!q->open.blocks) ca_qlist_del(d, CA_QL_OPEN, q);
+  if (!q->open.blocks && listed(d, q)) ca_qlist_del(d, CA_QL_OPEN, q);
 }
 
 void ca_fences_seal_epoch(ca_device_t *d) {

@@ -33,9 +33,8 @@ void ca_queue_add_to_fence(ca_device_t *d, ca_queue_t *q, ca_fence_t *f, ca_bloc
 ca_block_t *ca_queue_find_any(ca_device_t *d, ca_pool_t *pool, size_t size, size_t max, ca_queue_t **out);
 /* Records events for every open batch. Does nothing during a capture. */
 void ca_fences_seal(ca_device_t *d);
-/* The same for stream's own queue only (the calling thread's, for a
- * per-thread default stream). */
-void ca_fences_seal_stream(ca_device_t *d, ca_stream_t stream);
+/* The same for queue q only. */
+void ca_fences_seal_queue(ca_device_t *d, ca_queue_t *q);
 /* The same for the epoch queue only (cudaFree's blocks, at a step's end). */
 void ca_fences_seal_epoch(ca_device_t *d);
 /* Releases the blocks of every completed fence; returns bytes released. */
