@@ -74,6 +74,7 @@ ca_block_t *ca_settle_take(ca_device_t *d, size_t rounded, ca_stream_t stream, C
   ca_pool_t *pool = ca_pool_for(d, rounded);
   ca_block_t *b;
   if (ca_fences_poll(d) && (b = ca_pool_take(d, pool, rounded, stream))) return b;
+  if (CA_DEBUG(settle_take_fresh)) return NULL;   /* the planted fault: the ladder as before */
   if (room_to_grow(d, rounded) && (b = grow_and_take(d, pool, rounded, stream, rc))) return b;
   if (own && ca_slack_worth_it(d, pending_in(own))) ca_fences_seal_queue(d, own);
   ca_fences_seal_epoch(d);
