@@ -62,7 +62,8 @@ static void *allocate_and_leave_work(void *arg) {
  * per-thread queue, which B may reuse without waiting): "B got A's block
  * while A's work on it was pending". */
 Test(core_stream_regressions, free_mode_stream_cudaFree_waits_for_the_allocating_thread) {
-  core_start("sim_events:manual,free_mode:stream");
+  /* memory short at the third block: reuse, not growth (alloc/settle.c) */
+  core_start("sim_events:manual,free_mode:stream,sim_capacity_mb:8");
   per_thread_t a = {0};
   pthread_t t;
   pthread_create(&t, NULL, allocate_and_leave_work, &a);

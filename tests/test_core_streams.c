@@ -34,9 +34,11 @@ Test(core_streams, a_stream_reuses_its_own_frees_at_once) {
 }
 
 /* Frees p on A, then asks for the same size on B before and after A's work
- * completes. Returns true when B never got p too early. */
+ * completes. Returns true when B never got p too early. 8 MiB hold two such
+ * blocks: the third request finds memory short, and takes p (while memory
+ * is not short B would grow instead, alloc/settle.c). */
 static bool cross_stream_reuse_is_safe(bool break_guard) {
-  core_start("sim_events:manual");
+  core_start("sim_events:manual,sim_capacity_mb:8");
   ca_debug.reuse_pending_anywhere = break_guard;
   ca_stream_t a = new_stream(false, true), b = new_stream(false, true);
   void *p = alloc_on(3 * MiB, a);
@@ -203,8 +205,10 @@ static void *free_on_my_per_thread_stream(void *arg) {
   return NULL;
 }
 
+/* 8 MiB: memory is short at the third block, so the later request takes
+ * the other thread's block rather than growing (alloc/settle.c). */
 static bool per_thread_streams_are_apart(bool shared) {
-  core_start("sim_events:manual");
+  core_start("sim_events:manual,sim_capacity_mb:8");
   ca_debug.shared_per_thread = shared;
   handoff_t h = {alloc_on(3 * MiB, CA_STREAM_PER_THREAD)};
   pthread_t t;
