@@ -1,6 +1,8 @@
 /* The path of one allocation and one free, and the ladder an allocation
  * climbs before it admits out-of-memory:
  *   1. a free block, or a block its own stream freed   (no driver call)
+ *      then, while another stream's frees wait: streams settle (settle.c):
+ *      grow before taking the blocks other streams just freed
  *   2. seal and poll fences: reuse what completed       (event calls)
  *   3. garbage collection above the threshold           (give back cache)
  *   4. grow: cached pages, pages moved out of free holes, new pages;
