@@ -60,8 +60,8 @@ typedef struct calls_s {
 
 static calls_t calls_now(void) {
   cudalloc_stats_t s = stats0();
-  return (calls_t){s.num_retries.total, s.backend_event_record.total + s.backend_event_query.total + s.backend_sync.total,
-                   memory_calls(&s)};
+  int64_t events = s.backend_event_record.total + s.backend_event_query.total + s.backend_sync.total;
+  return (calls_t){s.num_retries.total, events, memory_calls(&s)};
 }
 
 /* Passes until one makes no slow path and no backend call; returns how
@@ -185,5 +185,5 @@ Test(core_streams_settle, another_streams_pending_block_waits_for_its_work) {
 }
 
 Test(core_streams_settle, fences_taken_for_complete_are_caught) {
-  cr_assert(pending_block_of_another_stream(true), "with skip_fences the oracle saw b's block handed out under its kernel");
+  cr_assert(pending_block_of_another_stream(true), "with skip_fences the oracle saw b's block under its kernel");
 }
