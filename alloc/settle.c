@@ -10,13 +10,14 @@
  * docs/benchmarks.md). PyTorch never hands a block to another stream
  * without an event; it grows. Here, in order:
  *   1. fences sealed earlier and complete by now: their blocks were left
- *      alone by their streams since (queries, no event recorded);
+ *      alone by their streams since (queries, no event recorded), and
+ *      cudaFree's blocks (the epoch, sealed now: nobody's cache);
  *   2. growth while reserved memory stays within the slack of the peak of
  *      allocated memory (CA_PAGE_SLACK and CA_SLACK_FLOOR above it): the
  *      economy's bound is on peaks, so memory is not short yet;
  *   3. the stream's own frees, sealed and merged with free neighbours, once
  *      they are worth it (slack.c's measure): releasing them lets the other
- *      streams take them, so not for a few blocks (cudaFree's epoch too);
+ *      streams take them, so not for a few blocks;
  *   4. fences sealed earlier, waited for before growing past the slack
  *      (slack.c), but none sealed now;
  *   5. every stream's latest frees sealed, for a later slow path to take if
@@ -74,12 +75,14 @@ ca_block_t *ca_settle_take(ca_device_t *d, size_t rounded, ca_stream_t stream, C
   if (!others_hold_frees(d, own)) return NULL;   /* one stream: nobody to take from */
   ca_pool_t *pool = ca_pool_for(d, rounded);
   ca_block_t *b;
+  ca_fences_seal_epoch(d);   /* cudaFree's blocks are nobody's cache */
   if (ca_fences_poll(d) && (b = ca_pool_take(d, pool, rounded, stream))) return b;
   if (CA_DEBUG(settle_take_fresh)) return NULL;   /* the planted fault: the ladder as before */
   if (room_to_grow(d, rounded) && (b = grow_and_take(d, pool, rounded, stream, rc))) return b;
-  if (own && ca_slack_worth_it(d, pending_in(own))) ca_fences_seal_queue(d, own);
-  ca_fences_seal_epoch(d);
-  if (ca_fences_poll(d) && (b = ca_pool_take(d, pool, rounded, stream))) return b;
+  if (own && ca_slack_worth_it(d, pending_in(own))) {
+    ca_fences_seal_queue(d, own);
+    if (ca_fences_poll(d) && (b = ca_pool_take(d, pool, rounded, stream))) return b;
+  }
   if ((b = ca_slack_wait_sealed(d, rounded, stream))) return b;
   ca_fences_seal(d);
   return grow_and_take(d, pool, rounded, stream, rc);
