@@ -12,9 +12,8 @@
  *   1. fences sealed earlier and complete by now: their blocks were left
  *      alone by their streams since (queries, no event recorded), and
  *      cudaFree's blocks (the epoch, sealed now: nobody's cache);
- *   2. growth while reserved memory stays within the slack of the peak of
- *      allocated memory (CA_PAGE_SLACK and CA_SLACK_FLOOR above it): the
- *      economy's bound is on peaks, so memory is not short yet;
+ *   2. growth while reserved memory stays within slack.c's slack (2% and
+ *      20 MiB above allocated memory): memory is not short yet;
  *   3. the stream's own frees, sealed and merged with free neighbours, once
  *      they are worth it (slack.c's measure): releasing them lets the other
  *      streams take them, so not for a few blocks;
@@ -32,16 +31,6 @@
 #include "pool.h"
 #include "qtable.h"
 #include "slack.h"
-
-/* Growing by `rounded` bytes keeps reserved memory within the slack of the
- * most ever allocated (this request included): no new peak ratio. */
-static bool room_to_grow(const ca_device_t *d, size_t rounded) {
-  double reserved = (double)d->stats.reserved_bytes.current + (double)rounded;
-  double now = (double)d->stats.allocated_bytes.current + (double)rounded;
-  double peak = (double)d->stats.allocated_bytes.peak;
-  double held = peak > now ? peak : now;
-  return reserved <= held * (1.0 + CA_PAGE_SLACK) + CA_SLACK_FLOOR;
-}
 
 /* Another stream than own's has freed blocks waiting in its queue, open
  * or sealed: a working set to leave alone. The lists hold only busy
@@ -78,7 +67,7 @@ ca_block_t *ca_settle_take(ca_device_t *d, size_t rounded, ca_stream_t stream, C
   ca_fences_seal_epoch(d);   /* cudaFree's blocks are nobody's cache */
   if (ca_fences_poll(d) && (b = ca_pool_take(d, pool, rounded, stream))) return b;
   if (CA_DEBUG(settle_take_fresh)) return NULL;   /* the planted fault: the ladder as before */
-  if (room_to_grow(d, rounded) && (b = grow_and_take(d, pool, rounded, stream, rc))) return b;
+  if (ca_slack_room(d, rounded) && (b = grow_and_take(d, pool, rounded, stream, rc))) return b;
   if (own && ca_slack_worth_it(d, pending_in(own))) {
     ca_fences_seal_queue(d, own);
     if (ca_fences_poll(d) && (b = ca_pool_take(d, pool, rounded, stream))) return b;

@@ -45,6 +45,8 @@ static bool pending_worth_waiting(const ca_device_t *d) {
   return ca_slack_worth_it(d, (double)(d->stats.active_bytes.current - d->stats.allocated_bytes.current));
 }
 
+bool ca_slack_room(const ca_device_t *d, size_t rounded) { return !past_slack(d, rounded); }
+
 /* sealed_only: fences sealed before, none of the open batches (settle.c). */
 static ca_block_t *wait_before_growing(ca_device_t *d, size_t rounded, ca_stream_t stream, bool sealed_only) {
   if (!ca_config.expandable_segments || !ca_config.wait_before_growing) return NULL;

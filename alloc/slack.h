@@ -20,6 +20,11 @@ ca_block_t *ca_slack_wait_sealed(ca_device_t *d, size_t rounded, ca_stream_t str
  * of its large pool reserves up to that much beyond the request). */
 #define CA_SLACK_FLOOR (20.0 * 1024 * 1024)
 
+/* Growing by `rounded` bytes leaves reserved memory within the slack:
+ * CA_PAGE_SLACK above allocated memory (this request included), and
+ * CA_SLACK_FLOOR. Past it, ca_slack_wait_before_growing may wait. */
+bool ca_slack_room(const ca_device_t *d, size_t rounded);
+
 /* pending bytes are worth a wait (or a seal): more than half of
  * CA_PAGE_SLACK over allocated memory, and more than CA_SLACK_FLOOR. */
 bool ca_slack_worth_it(const ca_device_t *d, double pending);
