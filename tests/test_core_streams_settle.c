@@ -8,11 +8,12 @@
  * between the streams). Once warm, a pass of the sequence must make no
  * slow path and no backend call. Before settle.c every slow path sealed
  * and polled both streams' queues, and the streams took each other's
- * blocks for good: on main (11ce599) this test failed with "no pass of
- * the sequence was quiet within 30 passes; the last one made 42 slow
- * paths, 345 event calls, 27 memory calls"; it settles in 6 to 8 passes
- * now, and with the old ladder planted back (settle_take_fresh) it does
- * not. The next two show the rule on one block: a stream's latest free
+ * blocks for good: on main this test failed with "no pass of the
+ * sequence was quiet within 30 passes; the last one made 42 slow paths,
+ * 345 event calls, 27 memory calls" (11ce599), and "... 15 slow paths, 120
+ * event calls, 8 memory calls" once churn.c kept pages from moving back
+ * and forth (3fc0112); it settles in 7 or 8 passes now, and with the old
+ * ladder planted back (settle_take_fresh) it does not. The next two show the rule on one block: a stream's latest free
  * stays its own while memory is not short. The last two check what must
  * not change: a block freed under its stream's pending work goes to no
  * other stream before that work is done (the reuse oracle, core_fini), and
