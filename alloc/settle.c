@@ -5,10 +5,9 @@
  * start by sealing and polling every stream's queue, so a stream that
  * missed took the blocks the other streams had just freed and were about to
  * reuse; they missed in turn and took its blocks back, and nothing settled
- * (two streams of the GPU-like sequence: a slow path every 400 to 560
- * pairs, two event records and two queries each, for good; see
- * docs/benchmarks.md). PyTorch never hands a block to another stream
- * without an event; it grows. Here, in order:
+ * (two streams of the GPU-like sequence never settled, each slow path two
+ * event records and two queries; docs/benchmarks.md). PyTorch never hands
+ * a block to another stream without an event; it grows. Here, in order:
  *   1. fences sealed earlier and complete by now: their blocks were left
  *      alone by their streams since (queries, no event recorded), and
  *      cudaFree's blocks (the epoch, sealed now: nobody's cache);
