@@ -84,12 +84,21 @@ typedef struct bounds_s {
 } bounds_t;
 
 #define MEMO_LOG2 3          /* stacks remembered per thread: 8 */
+#define MEMO_FRAMES 8        /* frames a memo entry checks from its own copy */
 
+/* A stack as matched at one CFA: the absolute slot of each frame and the
+ * return address it held, copied out of the stack's entry, so that the
+ * check is two loads and a compare per frame, with no offset to add and no
+ * entry to reach. Frames past MEMO_FRAMES are checked through s. */
 typedef struct memo_s {
   void *caller;
   const char *cfa;
-  uintptr_t slot0;
+  int depth, n;              /* n: frames copied, min(s->n, MEMO_FRAMES) */
   const stack_t_ *s;
+  struct {
+    void *const *slot;
+    void *pc;
+  } f[MEMO_FRAMES];
 } memo_t;
 
 /* One thread-local block: the stack's bounds and the memo. The memo is
@@ -266,17 +275,25 @@ static memo_t *memo_of(void *caller, const char *cfa) {
   return &mine.memo[h >> (64 - MEMO_LOG2) & ~(uint64_t)1];
 }
 
-/* m's stack, if every frame is still in its slot. */
-__attribute__((no_sanitize("address"))) static inline bool still(const memo_t *m, void *caller, const char *cfa,
-                                                                 int depth) {
-  const stack_t_ *s = m->s;
-  if (m->caller != caller || m->cfa != cfa || !s || s->depth != depth) return false;
-  for (int i = 0; i < s->n && !CA_DEBUG(stackwalk_memo_trust); i++)
-    if (*(void *const *)(m->slot0 + (uintptr_t)s->f[i].off) != s->f[i].pc) return false;
+/* The frames of m's stack past its copy (track_depth > MEMO_FRAMES). */
+__attribute__((no_sanitize("address"), noinline)) static bool still_deep(const memo_t *m) {
+  uintptr_t slot0 = (uintptr_t)m->f[0].slot;
+  for (int i = MEMO_FRAMES; i < m->s->n; i++)
+    if (*(void *const *)(slot0 + (uintptr_t)m->s->f[i].off) != m->s->f[i].pc) return false;
   return true;
 }
 
-__attribute__((no_sanitize("address"))) static void *remembered(void *caller, const char *cfa, int depth) {
+/* m's stack, if every frame is still in its slot. */
+__attribute__((no_sanitize("address"), always_inline)) static inline bool still(const memo_t *m, void *caller,
+                                                                                const char *cfa, int depth) {
+  if (m->caller != caller || m->cfa != cfa || m->depth != depth) return false;   /* an empty entry: depth 0 */
+  if (CA_DEBUG(stackwalk_memo_trust)) return true;
+  for (int i = 0; i < m->n; i++)
+    if (*m->f[i].slot != m->f[i].pc) return false;
+  return m->n < MEMO_FRAMES || still_deep(m);
+}
+
+__attribute__((no_sanitize("address"), always_inline)) static inline void *remembered(void *caller, const char *cfa, int depth) {
   unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
   if (mine.gen != gen) {
     memset(mine.memo, 0, sizeof mine.memo);
@@ -290,11 +307,15 @@ __attribute__((no_sanitize("address"))) static void *remembered(void *caller, co
 }
 
 /* The newest in the first way, the one before it in the second. */
-static void *remember(void *caller, const char *cfa, uintptr_t slot0, const stack_t_ *s) {
+static void *remember(void *caller, const char *cfa, int depth, uintptr_t slot0, const stack_t_ *s) {
   if (!CA_DEBUG(stackwalk_trust_caller) && mine.gen == __atomic_load_n(&generation, __ATOMIC_ACQUIRE)) {
     memo_t *m = memo_of(caller, cfa);
     m[1] = m[0];
-    m[0] = (memo_t){caller, cfa, slot0, s};
+    m[0] = (memo_t){caller, cfa, depth, s->n < MEMO_FRAMES ? s->n : MEMO_FRAMES, s, {{0}}};
+    for (int i = 0; i < m->n; i++) {
+      m->f[i].slot = (void *const *)(slot0 + (uintptr_t)s->f[i].off);
+      m->f[i].pc = s->f[i].pc;
+    }
   }
   return s->site;
 }
@@ -315,19 +336,26 @@ static __attribute__((noinline)) void *look_up(void *caller, int depth, ca_stack
         const stack_t_ *s = __atomic_load_n(&stacks[(h + (size_t)p) & (STACKS - 1)], __ATOMIC_ACQUIRE);
         if (!s) break;
         if (s->caller == caller && s->up_pc == up_pc && s->depth == depth && frames_match(s, b, slot0))
-          return remember(caller, cfa, slot0, s);
+          return remember(caller, cfa, depth, slot0, s);
       }
     }
   }
   return unwind(caller, depth, true, intern, cfa);
 }
 
-void *ca_stackwalk_site(void *caller, int depth, bool cached, ca_stackwalk_intern_fn intern) {
-  const char *cfa = __builtin_dwarf_cfa();
+static __attribute__((noinline)) void *site_slow(void *caller, int depth, bool cached, ca_stackwalk_intern_fn intern,
+                                                 const char *cfa) {
   if (depth > MAX_FRAMES) depth = MAX_FRAMES;
   if (!cached) return unwind(caller, depth, false, intern, cfa);
   void *site = remembered(caller, cfa, depth);
   return site ? site : look_up(caller, depth, intern, cfa);
+}
+
+/* The memo inline, the rest a tail call: a hit saves no registers. */
+__attribute__((no_sanitize("address"))) void *ca_stackwalk_site(void *caller, int depth, bool cached, ca_stackwalk_intern_fn intern) {
+  const char *cfa = __builtin_dwarf_cfa();
+  void *site = cached && depth <= MAX_FRAMES ? remembered(caller, cfa, depth) : NULL;
+  return site ? site : site_slow(caller, depth, cached, intern, cfa);
 }
 
 void ca_stackwalk_forget(void) {

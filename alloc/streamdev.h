@@ -39,6 +39,12 @@ static inline unsigned ca_streamdev_way(ca_stream_t s) {
   return (unsigned)((uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ull >> (64 - CA_STREAMDEV_LOG2));
 }
 
+/* A default handle (NULL, legacy, per-thread): its device is the current
+ * context's, not the handle's (the same test as streams.c's, inline). */
+static inline bool ca_streamdev_is_default(ca_stream_t s) {
+  return s == NULL || s == CA_STREAM_LEGACY || s == CA_STREAM_PER_THREAD;
+}
+
 static inline CUresult ca_stream_device(ca_stream_t stream, int *dev) {
   ca_streamdev_tls_t *t = ca_streamdev_tls;
   unsigned w = ca_streamdev_way(stream);

@@ -14,8 +14,10 @@
  *   lock to find the block. An entry may be stale (another thread freed the
  *   block through the core): it is believed only while the block says the
  *   thread holds it (b->tc), which the core's free clears;
- * - counts of what it holds and of its hits, per device, which readers add
- *   to the core's statistics, and a flush moves into them.
+ * - counts of its hits and frees, per device, which readers add to the
+ *   core's statistics, and a flush moves into them. A hit or a free bumps
+ *   only what cannot be derived: what the cache holds is what it held at
+ *   the last fold plus what was freed into it minus what hits took out.
  *
  * b->tc: 0 when no thread's cache has a claim on b; the owning cache's
  * address while the program holds b; that address | 1 while cached, | 2
@@ -60,18 +62,31 @@ typedef struct tc_list_s {
   ca_block_t *head[CA_TCACHE_CLASSES];   /* by size class */
 } tc_list_t;
 
-/* Written by the cache's holder, read by anyone: relaxed atomics. */
+/* Since the last fold: written by the cache's holder (release stores, so
+ * that a reader who loads the hits before the frees never sees more taken
+ * out than put in), read by anyone. */
 typedef struct tc_counts_s {
-  int64_t bytes, requested, blocks;       /* cached now */
   int64_t hits, hit_bytes, hit_requested; /* hand-outs from the cache */
-  int64_t drift;                          /* what hits changed the requested sizes of live blocks by */
-  int64_t frees;                          /* frees into the cache */
+  int64_t hit_old_requested;              /* the requested sizes the hits' blocks had before */
+  int64_t frees, free_bytes, free_requested; /* frees into the cache */
+  /* What the cache held at the last fold, less what flushes gave back since
+   * (written with the device locked and the cache held). */
+  int64_t bytes, requested, blocks;
 } tc_counts_t;
 
+/* What the cache holds, what hits changed the requested sizes of live
+ * blocks by: derived from the counts. */
+typedef struct tc_held_s {
+  int64_t hits, hit_bytes, hit_requested, frees;
+  int64_t bytes, requested, blocks, drift;
+} tc_held_t;
+
 typedef struct held_s {
-  uintptr_t addr;               /* 0: empty */
+  uintptr_t addr;               /* the block's address | its device's ordinal; 0: empty */
   ca_block_t *b;
 } held_t;
+#define HELD_DEV ((uintptr_t)CA_MIN_BLOCK - 1)   /* block addresses are multiples of CA_MIN_BLOCK */
+_Static_assert(CA_MAX_DEVICES <= CA_MIN_BLOCK, "a held entry keeps the device in the address's low bits");
 
 typedef struct ca_tcache_s {
   int busy;                     /* the try-lock */
@@ -99,9 +114,21 @@ static __thread ca_tcache_t *mine;
 /* The small helpers of a hit, inlined into it. */
 #define HOT static inline __attribute__((always_inline))
 
-#define LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
-#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
-HOT void bump(int64_t *c, int64_t delta) { STORE(c, LOAD(c) + delta); }
+#define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
+HOT void bump(int64_t *c, int64_t delta) { STORE(c, __atomic_load_n(c, __ATOMIC_RELAXED) + delta); }
+
+/* n's derived figures; the hits are loaded before the frees. */
+static tc_held_t held_of(tc_counts_t *n) {
+  tc_held_t h = {.hits = LOAD(&n->hits), .hit_bytes = LOAD(&n->hit_bytes), .hit_requested = LOAD(&n->hit_requested)};
+  int64_t old_requested = LOAD(&n->hit_old_requested);
+  h.frees = LOAD(&n->frees);
+  h.bytes = LOAD(&n->bytes) + LOAD(&n->free_bytes) - h.hit_bytes;
+  h.requested = LOAD(&n->requested) + LOAD(&n->free_requested) - old_requested;
+  h.blocks = LOAD(&n->blocks) + h.frees - h.hits;
+  h.drift = h.hit_requested - old_requested;
+  return h;
+}
 
 HOT bool try_hold(ca_tcache_t *c) { return !__atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQUIRE); }
 static void hold(ca_tcache_t *c) {
@@ -153,14 +180,14 @@ HOT bool stale(const ca_tcache_t *c, const held_t *h) {
   return !h->addr || __atomic_load_n(&h->b->tc, __ATOMIC_ACQUIRE) != (uintptr_t)c;
 }
 
-HOT void hold_block(ca_tcache_t *c, ca_block_t *b) {
+HOT void hold_block(ca_tcache_t *c, ca_block_t *b, int dev) {
   held_t *set = held_set(c, b->addr), *slot = set;
   for (int w = 0; w < CA_TCACHE_HELD_WAYS; w++)
-    if (set[w].addr == b->addr || stale(c, &set[w])) {
+    if ((set[w].addr & ~HELD_DEV) == b->addr || stale(c, &set[w])) {
       slot = &set[w];
       break;
     }
-  *slot = (held_t){b->addr, b};
+  *slot = (held_t){b->addr | (uintptr_t)dev, b};
 }
 
 HOT bool same_list(const tc_list_t *l, ca_stream_t s, int dev) {
@@ -185,6 +212,8 @@ HOT tc_list_t *list_of(ca_tcache_t *c, ca_stream_t s, int dev, bool room) {
   return l;
 }
 
+
+
 /* Not during a capture (frees are held back), nor while the event log
  * records (its hooks run under the device lock, in the core's order), nor
  * once the process exits (the core answers then). */
@@ -194,6 +223,8 @@ HOT bool usable(void) {
 }
 
 HOT unsigned class_of(size_t size) { return (unsigned)(size / CA_MIN_BLOCK) - 1; }
+/* ca_round_size(size)'s class, the smallest without a call. */
+HOT unsigned class_of_request(size_t size) { return size <= CA_MIN_BLOCK ? 0 : class_of(ca_round_size(size)); }
 
 // ----------------------------------------------------------------------------
 // Hits
@@ -204,7 +235,7 @@ HOT unsigned class_of(size_t size) { return (unsigned)(size / CA_MIN_BLOCK) - 1;
  * should answer (a bad handle, a device mismatch: its error). */
 HOT int device_for(int dev, ca_stream_t stream) {
   int sdev = dev;
-  if (dev < 0 || !ca_stream_is_default(stream)) {
+  if (dev < 0 || !ca_streamdev_is_default(stream)) {
     if (ca_stream_device(stream, &sdev) || (dev >= 0 && sdev != dev)) return -1;
   }
   return sdev;
@@ -238,7 +269,7 @@ ca_block_t *ca_tcache_malloc(int dev, size_t size, ca_stream_t stream, void *sit
   if (!c || size > CA_TCACHE_MAX_SIZE || !usable()) return NULL;
   stream = ca_stream_normal(stream);
   if ((dev = device_for(dev, stream)) < 0) return NULL;
-  unsigned cls = class_of(ca_round_size(size));
+  unsigned cls = class_of_request(size);
   if (!try_hold(c)) return NULL;
   tc_list_t *l = CA_DEBUG(tcache_any_stream) ? any_stream(c, dev, cls) : list_of(c, stream, dev, false);
   ca_block_t *b = l ? take_at(l, cls, site) : NULL;
@@ -247,16 +278,13 @@ ca_block_t *ca_tcache_malloc(int dev, size_t size, ca_stream_t stream, void *sit
     unhold(c);
     return NULL;
   }
-  hold_block(c, b);
+  hold_block(c, b, dev);
   c->bytes -= b->size;
   tc_counts_t *n = &c->counts[dev];
-  bump(&n->bytes, -(int64_t)b->size);
-  bump(&n->requested, -(int64_t)b->requested);
-  bump(&n->blocks, -1);
-  bump(&n->hits, 1);
+  bump(&n->hit_old_requested, (int64_t)b->requested);
   bump(&n->hit_bytes, (int64_t)b->size);
   bump(&n->hit_requested, (int64_t)size);
-  bump(&n->drift, (int64_t)size - (int64_t)b->requested);
+  bump(&n->hits, 1);   /* last: a reader that sees it sees the others */
   b->requested = size;
   /* Handed out for this stream now: a cudaFree under free_mode:stream
    * fences it there, as the core's hand-out would have set it. */
@@ -282,17 +310,18 @@ void ca_tcache_remember(ca_block_t *b) {
   ca_tcache_t *c = mine;
   if (!c) return;
   hold(c);
-  hold_block(c, b);
+  hold_block(c, b, b->seg->pool->dev->ordinal);
   unhold(c);
 }
 
-/* The block at p, if the program holds it from this thread (its slot is
- * emptied either way: a stale entry goes). */
-HOT ca_block_t *held_block(ca_tcache_t *c, uintptr_t p) {
+/* The block at p, if the program holds it from this thread, and its
+ * device (its slot is emptied either way: a stale entry goes). */
+HOT ca_block_t *held_block(ca_tcache_t *c, uintptr_t p, int *dev) {
   held_t *set = held_set(c, p);
   for (int w = 0; w < CA_TCACHE_HELD_WAYS; w++) {
-    if (set[w].addr != p) continue;
+    if ((set[w].addr & ~HELD_DEV) != p) continue;
     bool held = !stale(c, &set[w]);
+    *dev = (int)(set[w].addr & HELD_DEV);
     set[w].addr = 0;
     return held ? set[w].b : NULL;
   }
@@ -301,10 +330,11 @@ HOT ca_block_t *held_block(ca_tcache_t *c, uintptr_t p) {
 
 bool ca_tcache_give(void *ptr, ca_stream_t stream) {
   ca_tcache_t *c = mine;
-  int dev;
+  int dev, bdev = -1;
+  ca_stream_t s = ca_stream_normal(stream);
   if (!ptr || !c || !usable() || ca_stream_device(stream, &dev) || !try_hold(c)) return false;
-  stream = ca_stream_normal(stream);
-  ca_block_t *b = held_block(c, (uintptr_t)ptr);
+  stream = s;
+  ca_block_t *b = held_block(c, (uintptr_t)ptr, &bdev);
   tc_list_t *l = NULL;
   uintptr_t want = (uintptr_t)c;
   /* Marked cached first: from then on no core free takes the struct, and
@@ -315,16 +345,15 @@ bool ca_tcache_give(void *ptr, ca_stream_t stream) {
   /* a quarter: in a sequence of many sizes the cap refuses often, and each
    * trim moves blocks back and forth between the cache and the core */
   if (at_ptr && !room) c->refused += b->size / 4;
-  if (room && b->seg->pool->dev->ordinal == dev && (l = list_of(c, stream, dev, true))) {
+  if (room && bdev == dev && (l = list_of(c, stream, dev, true))) {
     ca_block_t **head = &l->head[class_of(b->size)];
     b->tc_next = *head;
     *head = b;
     l->blocks++;
     c->bytes += b->size;
     tc_counts_t *n = &c->counts[dev];
-    bump(&n->bytes, (int64_t)b->size);
-    bump(&n->requested, (int64_t)b->requested);
-    bump(&n->blocks, 1);
+    bump(&n->free_bytes, (int64_t)b->size);
+    bump(&n->free_requested, (int64_t)b->requested);
     bump(&n->frees, 1);
     ca_tcache_on_free(b->seg->pool->dev, b, true);
   } else if (b) {
@@ -362,16 +391,13 @@ static void give_back(ca_device_t *d, const tc_list_t *l, ca_block_t *b) {
 /* Moves c's counts for d into d's statistics, as the core's own paths
  * would have counted them. */
 static void fold_into(ca_device_t *d, tc_counts_t *n) {
-  d->stats.allocated_bytes.total += LOAD(&n->hit_bytes);
-  d->stats.requested_bytes.total += LOAD(&n->hit_requested);
-  ca_stat_add(&d->stats.num_allocs, LOAD(&n->hits));
-  ca_stat_add(&d->stats.num_frees, LOAD(&n->frees));
-  d->stats.requested_bytes.current += LOAD(&n->drift);
-  STORE(&n->drift, 0);
-  STORE(&n->hits, 0);
-  STORE(&n->hit_bytes, 0);
-  STORE(&n->hit_requested, 0);
-  STORE(&n->frees, 0);
+  tc_held_t h = held_of(n);
+  d->stats.allocated_bytes.total += h.hit_bytes;
+  d->stats.requested_bytes.total += h.hit_requested;
+  ca_stat_add(&d->stats.num_allocs, h.hits);
+  ca_stat_add(&d->stats.num_frees, h.frees);
+  d->stats.requested_bytes.current += h.drift;
+  *n = (tc_counts_t){.bytes = h.bytes, .requested = h.requested, .blocks = h.blocks};
 }
 
 #define OLD ((uintptr_t)2)
@@ -453,15 +479,14 @@ size_t ca_tcache_trim(ca_device_t *d) {
 void ca_tcache_fold(const ca_device_t *d, cudalloc_stats_t *s) {
   pthread_mutex_lock(&registry.lock);
   for (ca_tcache_t *c = registry.caches; c; c = c->next) {
-    tc_counts_t *n = &c->counts[d->ordinal];
-    int64_t hits = LOAD(&n->hits), frees = LOAD(&n->frees);
-    s->allocated_bytes.current -= LOAD(&n->bytes);
-    s->allocated_bytes.total += LOAD(&n->hit_bytes);
-    s->requested_bytes.current += LOAD(&n->drift) - LOAD(&n->requested);
-    s->requested_bytes.total += LOAD(&n->hit_requested);
-    s->num_live_blocks.current -= LOAD(&n->blocks);
-    s->num_allocs.current += hits, s->num_allocs.total += hits;
-    s->num_frees.current += frees, s->num_frees.total += frees;
+    tc_held_t h = held_of(&c->counts[d->ordinal]);
+    s->allocated_bytes.current -= h.bytes;
+    s->allocated_bytes.total += h.hit_bytes;
+    s->requested_bytes.current += h.drift - h.requested;
+    s->requested_bytes.total += h.hit_requested;
+    s->num_live_blocks.current -= h.blocks;
+    s->num_allocs.current += h.hits, s->num_allocs.total += h.hits;
+    s->num_frees.current += h.frees, s->num_frees.total += h.frees;
   }
   pthread_mutex_unlock(&registry.lock);
   if (s->num_allocs.current > s->num_allocs.peak) s->num_allocs.peak = s->num_allocs.current;
@@ -476,14 +501,14 @@ void ca_tcache_quiesce(void) {
 int64_t ca_tcache_blocks(const ca_device_t *d) {
   int64_t n = 0;
   pthread_mutex_lock(&registry.lock);
-  for (ca_tcache_t *c = registry.caches; c; c = c->next) n += LOAD(&c->counts[d->ordinal].blocks);
+  for (ca_tcache_t *c = registry.caches; c; c = c->next) n += held_of(&c->counts[d->ordinal]).blocks;
   pthread_mutex_unlock(&registry.lock);
   return n;
 }
 
 int64_t ca_tcache_drift(const ca_device_t *d) {
   int64_t drift = 0;
-  for (ca_tcache_t *c = registry.caches; c; c = c->next) drift += LOAD(&c->counts[d->ordinal].drift);
+  for (ca_tcache_t *c = registry.caches; c; c = c->next) drift += held_of(&c->counts[d->ordinal]).drift;
   return drift;
 }
 
