@@ -37,6 +37,9 @@ typedef struct ca_debug_s {
   bool churn_no_cap;            /* pages that came back stay however much memory is reserved (churn.c) */
   bool churn_reset_cap;         /* cudalloc_reset_peaks lowers the cap on pages that stay (churn.c) */
   bool settle_take_fresh;       /* a stream that misses takes other streams' latest frees at once (settle.c) */
+  bool tclock_owner_ignores_stop; /* a front cache's owner takes its lock while another thread holds it */
+  bool tclock_no_membarrier;    /* another thread takes a front cache's lock without the owners' barrier */
+  bool tclock_exchange;         /* the front caches' locks exchange (set before the first cache exists) */
   uint64_t tcache_hits;         /* front-cache hits (a tally, not a switch) */
   uint64_t stackwalk_memo_hits; /* stacks a thread's memo answered (a tally, not a switch) */
   uint64_t queue_visits;        /* queues a seal or a poll looked at (a tally, not a switch) */

@@ -33,7 +33,6 @@
  * room for good, and what the program reuses stays. */
 #include "tcache.h"
 
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +42,7 @@
 #include "sitelive.h"
 #include "streamdev.h"
 #include "streams.h"
+#include "tcache_lock.h"
 #include "trace.h"
 #include "track.h"
 
@@ -89,7 +89,7 @@ typedef struct held_s {
 _Static_assert(CA_MAX_DEVICES <= CA_MIN_BLOCK, "a held entry keeps the device in the address's low bits");
 
 typedef struct ca_tcache_s {
-  int busy;                     /* the try-lock */
+  ca_tclock_t lock;             /* a try-lock, cheap for the owner (tcache_lock.h) */
   unsigned gen;                 /* the registry's generation it belongs to */
   struct ca_tcache_s *prev, *next;
   size_t bytes;                 /* cached, all devices */
@@ -130,11 +130,25 @@ static tc_held_t held_of(tc_counts_t *n) {
   return h;
 }
 
-HOT bool try_hold(ca_tcache_t *c) { return !__atomic_exchange_n(&c->busy, 1, __ATOMIC_ACQUIRE); }
-static void hold(ca_tcache_t *c) {
-  while (!try_hold(c)) sched_yield();   /* its thread holds it for a few instructions */
+/* The owner's takes (the calling thread's own cache). */
+HOT bool try_hold(ca_tcache_t *c) { return ca_tclock_try(&c->lock); }
+static void hold(ca_tcache_t *c) { ca_tclock_hold(&c->lock); }
+HOT void unhold(ca_tcache_t *c) { ca_tclock_release(&c->lock); }
+
+/* Every cache in the registry held (registry.lock held), as another
+ * thread than most of their owners: one barrier for all of them. */
+static void hold_all(void) {
+  bool others = false;
+  for (ca_tcache_t *c = registry.caches; c; c = c->next) {
+    ca_tclock_claim(&c->lock);
+    others |= c != mine;
+  }
+  ca_tclock_barrier(others);
+  for (ca_tcache_t *c = registry.caches; c; c = c->next) ca_tclock_await(&c->lock);
 }
-HOT void unhold(ca_tcache_t *c) { __atomic_store_n(&c->busy, 0, __ATOMIC_RELEASE); }
+static void unhold_all(void) {
+  for (ca_tcache_t *c = registry.caches; c; c = c->next) ca_tclock_release_other(&c->lock);
+}
 
 static size_t capacity(void) { return (size_t)ca_config.thread_cache_kb << 10; }
 
@@ -150,6 +164,7 @@ static ca_tcache_t *my_cache(void) {
   ca_tcache_t *c = mine;
   if (c && c->gen == __atomic_load_n(&registry.gen, __ATOMIC_ACQUIRE)) return c;
   pthread_once(&key_once, make_key);
+  ca_tclock_init();   /* before the first cache: the locks' mode */
   if (!registry.key_ok || !(c = calloc(1, sizeof *c))) return NULL;
   pthread_mutex_lock(&registry.lock);
   c->gen = registry.gen;
@@ -448,11 +463,9 @@ size_t ca_tcache_flush(ca_device_t *d, ca_stream_t stream, bool forget) {
   size_t bytes = 0;
   stream = stream ? ca_stream_normal(stream) : NULL;
   pthread_mutex_lock(&registry.lock);
-  for (ca_tcache_t *c = registry.caches; c; c = c->next) {
-    hold(c);
-    bytes += flush_cache(d, c, stream, forget);
-    unhold(c);
-  }
+  hold_all();
+  for (ca_tcache_t *c = registry.caches; c; c = c->next) bytes += flush_cache(d, c, stream, forget);
+  unhold_all();
   pthread_mutex_unlock(&registry.lock);
   return bytes;
 }
@@ -495,7 +508,7 @@ void ca_tcache_fold(const ca_device_t *d, cudalloc_stats_t *s) {
 
 void ca_tcache_quiesce(void) {
   pthread_mutex_lock(&registry.lock);
-  for (ca_tcache_t *c = registry.caches; c; c = c->next) hold(c);
+  hold_all();
 }
 
 int64_t ca_tcache_blocks(const ca_device_t *d) {
@@ -513,7 +526,7 @@ int64_t ca_tcache_drift(const ca_device_t *d) {
 }
 
 void ca_tcache_resume(void) {
-  for (ca_tcache_t *c = registry.caches; c; c = c->next) unhold(c);
+  unhold_all();
   pthread_mutex_unlock(&registry.lock);
 }
 
