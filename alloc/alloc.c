@@ -120,6 +120,9 @@ CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t 
   return ca_malloc_on(-1, ptr, size, stream, kind, caller);
 }
 
+static CUresult malloc_core(int dev, void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind,
+                            void *site, void *caller);
+
 CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind,
                       void *caller) {
   ca_demand_poll();
@@ -138,15 +141,16 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_a
    * the same frames below each caller (stackwalk.c). */
   void *site = ca_track_site(caller);
   /* The thread's front cache first: a hit needs nothing below. */
-  ca_block_t *b = kind == CA_ALLOC_ASYNC ? ca_tcache_malloc(dev, size, stream, site) : NULL;
-  if (b) {   /* held over the hooks: no device lock */
-    ca_leaks_stamp(b);
-    ca_tcache_on_handout(b->seg->pool->dev, b, true);
-    ca_tcache_take_done();
-    if (ca_state.be->check_handout) ca_state.be->check_handout(b->addr, size, b->stream, true, caller);
-    *ptr = (void *)b->addr;
-    return CUDA_SUCCESS;
-  }
+  if (kind == CA_ALLOC_ASYNC && ca_tcache_hit(dev, ptr, size, stream, site, caller)) return CUDA_SUCCESS;
+  return malloc_core(dev, ptr, size, stream, kind, site, caller);
+}
+
+/* Below the front cache: the device lock (apart, so that a hit saves no
+ * registers for it). */
+static __attribute__((noinline)) CUresult malloc_core(int dev, void **ptr, size_t size, ca_stream_t stream,
+                                                      ca_alloc_kind_t kind, void *site, void *caller) {
+  CUresult rc;
+  ca_block_t *b = NULL;
   ca_device_t *d;
   if ((rc = device_of(dev, stream ? stream : CA_STREAM_LEGACY, &d))) return rc;
   bool ordered = kind == CA_ALLOC_ASYNC;   /* else cudaMalloc, cuMemAlloc, pitch, 3D: usable by any stream */

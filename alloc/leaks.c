@@ -23,20 +23,16 @@
 // Stamps
 // ----------------------------------------------------------------------------
 
-static __thread uint32_t my_tid;   /* gettid is a system call: once per thread */
+__thread uint32_t ca_leaks_tid;   /* gettid is a system call: once per thread */
 
-static void forget_tid(void) { my_tid = 0; }   /* a fork child's thread is another thread */
+static void forget_tid(void) { ca_leaks_tid = 0; }   /* a fork child's thread is another thread */
 
 static void arm_fork(void) { pthread_atfork(NULL, NULL, forget_tid); }
 
-void ca_leaks_stamp(ca_block_t *b) {
-  if (!my_tid) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, arm_fork);
-    my_tid = (uint32_t)gettid();
-  }
-  b->tid = my_tid;
-  b->step = ca_step_current();
+uint32_t ca_leaks_tid_slow(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, arm_fork);
+  return ca_leaks_tid = (uint32_t)gettid();
 }
 
 // ----------------------------------------------------------------------------

@@ -38,6 +38,7 @@
 
 #include "blocks.h"
 #include "fence.h"
+#include "leaks.h"
 #include "ptrmap.h"
 #include "sitelive.h"
 #include "streamdev.h"
@@ -279,7 +280,7 @@ static tc_list_t *any_stream(ca_tcache_t *c, int dev, unsigned cls) {
   return NULL;
 }
 
-ca_block_t *ca_tcache_malloc(int dev, size_t size, ca_stream_t stream, void *site) {
+HOT ca_block_t *tcache_malloc(int dev, size_t size, ca_stream_t stream, void *site) {
   ca_tcache_t *c = mine;
   if (!c || size > CA_TCACHE_MAX_SIZE || !usable()) return NULL;
   stream = ca_stream_normal(stream);
@@ -310,7 +311,22 @@ ca_block_t *ca_tcache_malloc(int dev, size_t size, ca_stream_t stream, void *sit
   return b;   /* c stays held for the caller's hooks */
 }
 
+ca_block_t *ca_tcache_malloc(int dev, size_t size, ca_stream_t stream, void *site) {
+  return tcache_malloc(dev, size, stream, site);
+}
+
 void ca_tcache_take_done(void) { unhold(mine); }
+
+bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller) {
+  ca_block_t *b = tcache_malloc(dev, size, stream, site);
+  if (!b) return false;
+  ca_leaks_stamp(b);   /* the cache held over the hooks: a reader holding the caches sees them done */
+  ca_tcache_on_handout(b->seg->pool->dev, b, true);
+  unhold(mine);
+  if (ca_state.be->check_handout) ca_state.be->check_handout(b->addr, size, b->stream, true, caller);
+  *ptr = (void *)b->addr;
+  return true;
+}
 
 bool ca_tcache_claim(ca_device_t *d, ca_block_t *b, ca_stream_t stream) {
   (void)d, (void)stream;

@@ -53,6 +53,11 @@ static inline void ca_tcache_on_free(ca_device_t *d, ca_block_t *b, bool hit) {
  * stream, and answers their errors. */
 ca_block_t *ca_tcache_malloc(int dev, size_t size, ca_stream_t stream, void *site);
 void ca_tcache_take_done(void);
+/* ca_malloc_on's whole hit (ptr non-NULL, size non-zero, the core
+ * started): ca_tcache_malloc, the hand-out's hooks (the leak stamp, the
+ * backend's check with caller), *ptr set. false: nothing changed, ask the
+ * core. */
+bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller);
 /* The core handed b out for a stream-ordered request on stream (d locked):
  * true when the thread will remember it, so that its free can be a hit;
  * then ca_tcache_remember(b) once d is unlocked. */
