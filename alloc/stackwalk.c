@@ -84,26 +84,29 @@ typedef struct bounds_s {
 } bounds_t;
 
 #define MEMO_LOG2 3          /* stacks remembered per thread: 8 */
-#define MEMO_FRAMES 8        /* frames a memo entry checks from its own copy */
+#define MEMO_FRAMES 6        /* frames a memo entry checks from its own copy: track_depth's default */
 
 /* A stack as matched at one CFA: the absolute slot of each frame and the
  * return address it held, copied out of the stack's entry, so that the
- * check is two loads and a compare per frame, with no offset to add and no
- * entry to reach. Frames past MEMO_FRAMES are checked through s. */
+ * check is a fixed, branchless run of two loads and a compare per frame,
+ * with no offset to add and no entry to reach. A stack of fewer frames
+ * points the rest at their own pc (always equal); frames past MEMO_FRAMES
+ * are checked through s. 128 bytes. */
 typedef struct memo_s {
   void *caller;
   const char *cfa;
-  int depth, n;              /* n: frames copied, min(s->n, MEMO_FRAMES) */
+  int depth;
+  bool deep;                 /* s->n > MEMO_FRAMES */
   const stack_t_ *s;
-  struct {
-    void *const *slot;
-    void *pc;
-  } f[MEMO_FRAMES];
+  void *const *slot[MEMO_FRAMES];
+  void *pc[MEMO_FRAMES];
 } memo_t;
 
 /* One thread-local block: the stack's bounds and the memo. The memo is
  * believed only while `gen` is the tables' (ca_stackwalk_forget frees the
  * stacks it names, and moves the generation on). */
+_Static_assert(sizeof(memo_t) == 128, "a memo entry is two cache lines, indexed by a shift");
+
 typedef struct thread_s {
   bounds_t bounds;
   unsigned gen;
@@ -277,7 +280,7 @@ static memo_t *memo_of(void *caller, const char *cfa) {
 
 /* The frames of m's stack past its copy (track_depth > MEMO_FRAMES). */
 __attribute__((no_sanitize("address"), noinline)) static bool still_deep(const memo_t *m) {
-  uintptr_t slot0 = (uintptr_t)m->f[0].slot;
+  uintptr_t slot0 = (uintptr_t)m->slot[0];
   for (int i = MEMO_FRAMES; i < m->s->n; i++)
     if (*(void *const *)(slot0 + (uintptr_t)m->s->f[i].off) != m->s->f[i].pc) return false;
   return true;
@@ -288,9 +291,10 @@ __attribute__((no_sanitize("address"), always_inline)) static inline bool still(
                                                                                 const char *cfa, int depth) {
   if (m->caller != caller || m->cfa != cfa || m->depth != depth) return false;   /* an empty entry: depth 0 */
   if (CA_DEBUG(stackwalk_memo_trust)) return true;
-  for (int i = 0; i < m->n; i++)
-    if (*m->f[i].slot != m->f[i].pc) return false;
-  return m->n < MEMO_FRAMES || still_deep(m);
+  uintptr_t differ = 0;
+#pragma GCC unroll 8
+  for (int i = 0; i < MEMO_FRAMES; i++) differ |= (uintptr_t)*m->slot[i] ^ (uintptr_t)m->pc[i];
+  return !differ && (!m->deep || still_deep(m));
 }
 
 __attribute__((no_sanitize("address"), always_inline)) static inline void *remembered(void *caller, const char *cfa, int depth) {
@@ -311,10 +315,10 @@ static void *remember(void *caller, const char *cfa, int depth, uintptr_t slot0,
   if (!CA_DEBUG(stackwalk_trust_caller) && mine.gen == __atomic_load_n(&generation, __ATOMIC_ACQUIRE)) {
     memo_t *m = memo_of(caller, cfa);
     m[1] = m[0];
-    m[0] = (memo_t){caller, cfa, depth, s->n < MEMO_FRAMES ? s->n : MEMO_FRAMES, s, {{0}}};
-    for (int i = 0; i < m->n; i++) {
-      m->f[i].slot = (void *const *)(slot0 + (uintptr_t)s->f[i].off);
-      m->f[i].pc = s->f[i].pc;
+    m[0] = (memo_t){caller, cfa, depth, s->n > MEMO_FRAMES, s, {0}, {0}};
+    for (int i = 0; i < MEMO_FRAMES; i++) {
+      m->pc[i] = i < s->n ? s->f[i].pc : NULL;
+      m->slot[i] = i < s->n ? (void *const *)(slot0 + (uintptr_t)s->f[i].off) : &m->pc[i];
     }
   }
   return s->site;
