@@ -95,6 +95,9 @@ typedef struct ca_tcache_s {
   struct ca_tcache_s *prev, *next;
   size_t bytes;                 /* cached, all devices */
   tc_list_t *last;              /* the list of the last hit or cached free: tried first */
+  ca_stream_t sd_stream;        /* the last created stream whose device was asked... */
+  int sd_dev;                   /* ...that device... */
+  uint64_t sd_gen;              /* ...under this stream-device generation (0: none) */
   size_t refused;               /* the trim's pressure since the last one, in bytes */
   tc_list_t lists[CA_TCACHE_STREAMS];
   held_t held[CA_TCACHE_HELD][CA_TCACHE_HELD_WAYS]; /* blocks the program holds from this thread */
@@ -230,6 +233,29 @@ HOT tc_list_t *list_of(ca_tcache_t *c, ca_stream_t s, int dev, bool room) {
 
 
 
+/* ca_stream_device(stream), from the thread's last answer while the
+ * generation under which it was asked stands (streamdev.h: a created
+ * stream's device changes only with a change that moves it; the test switch
+ * stale_stream_devices keeps it through every change). */
+static __attribute__((noinline)) CUresult stream_device_asked(ca_tcache_t *c, ca_stream_t stream, uint64_t gen,
+                                                              int *dev) {
+  CUresult rc = ca_stream_device(stream, dev);
+  if (!rc && !ca_streamdev_is_default(stream)) {   /* a default handle's device is the current context's */
+    c->sd_stream = stream;
+    c->sd_dev = *dev;
+    c->sd_gen = gen;
+  }
+  return rc;
+}
+HOT CUresult stream_device(ca_tcache_t *c, ca_stream_t stream, int *dev) {
+  uint64_t gen = __atomic_load_n(&ca_streamdev_generation, __ATOMIC_ACQUIRE);
+  if (stream == c->sd_stream && (gen == c->sd_gen || (CA_DEBUG(stale_stream_devices) && c->sd_gen))) {
+    *dev = c->sd_dev;
+    return CUDA_SUCCESS;
+  }
+  return stream_device_asked(c, stream, gen, dev);
+}
+
 /* Not during a capture (frees are held back), nor while the event log
  * records (its hooks run under the device lock, in the core's order), nor
  * once the process exits (the core answers then). */
@@ -249,10 +275,10 @@ HOT unsigned class_of_request(size_t size) { return size <= CA_MIN_BLOCK ? 0 : c
 /* The device a stream-ordered request of dev (-1: the stream's own) on
  * stream goes to, as the core's device_of() finds it; -1 when the core
  * should answer (a bad handle, a device mismatch: its error). */
-HOT int device_for(int dev, ca_stream_t stream) {
+HOT int device_for(ca_tcache_t *c, int dev, ca_stream_t stream) {
   int sdev = dev;
   if (dev < 0 || !ca_streamdev_is_default(stream)) {
-    if (ca_stream_device(stream, &sdev) || (dev >= 0 && sdev != dev)) return -1;
+    if (stream_device(c, stream, &sdev) || (dev >= 0 && sdev != dev)) return -1;
   }
   return sdev;
 }
@@ -284,7 +310,7 @@ HOT ca_block_t *tcache_malloc(int dev, size_t size, ca_stream_t stream, void *si
   ca_tcache_t *c = mine;
   if (!c || size > CA_TCACHE_MAX_SIZE || !usable()) return NULL;
   stream = ca_stream_normal(stream);
-  if ((dev = device_for(dev, stream)) < 0) return NULL;
+  if ((dev = device_for(c, dev, stream)) < 0) return NULL;
   unsigned cls = class_of_request(size);
   if (!try_hold(c)) return NULL;
   tc_list_t *l = CA_DEBUG(tcache_any_stream) ? any_stream(c, dev, cls) : list_of(c, stream, dev, false);
@@ -363,7 +389,7 @@ bool ca_tcache_give(void *ptr, ca_stream_t stream) {
   ca_tcache_t *c = mine;
   int dev, bdev = -1;
   ca_stream_t s = ca_stream_normal(stream);
-  if (!ptr || !c || !usable() || ca_stream_device(stream, &dev) || !try_hold(c)) return false;
+  if (!ptr || !c || !usable() || stream_device(c, stream, &dev) || !try_hold(c)) return false;
   stream = s;
   ca_block_t *b = held_block(c, (uintptr_t)ptr, &bdev);
   tc_list_t *l = NULL;

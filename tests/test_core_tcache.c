@@ -442,3 +442,29 @@ Test(core_tcache, without_the_trim_a_size_nobody_asks_for_holds_the_cache) {
   cr_assert_eq(hits_after_a_size_that_does_not_come_back(true), 0);
   cr_assert_eq(cached_bytes(), 16 * SMALL);
 }
+
+/* The program holds p from stream s, then destroys s: p's free on s is
+ * refused like any bad handle (p stays the program's), not taken into the
+ * cache because the thread remembered s's device from before (tcache.c's
+ * stream_device, which stale_stream_devices breaks). Returns whether the
+ * free was refused. With the thread's memory of s believed through the
+ * destruction, the free went into the cache and returned success. */
+static bool free_on_a_destroyed_stream_is_refused(bool stale) {
+  core_start("track:caller,sim_events:auto");
+  ca_stream_t s = new_stream();
+  free_on(alloc_on(SMALL, s), s);   /* s's device asked, and remembered */
+  void *p = alloc_on(SMALL, s);
+  ca_debug.stale_stream_devices = stale;
+  ca_stream_destroyed(s);
+  cr_assert_eq(ca_sim_stream_destroy(s), CUDA_SUCCESS);
+  cudaError_t rc = cudalloc_free(p, (cudaStream_t)s);
+  ca_debug.stale_stream_devices = false;
+  if (rc != cudaSuccess) cr_assert_eq(cudalloc_free_sync(p), cudaSuccess, "still the program's");
+  return rc == cudaErrorInvalidResourceHandle;
+}
+
+Test(core_tcache, a_free_on_a_destroyed_stream_is_refused) { cr_assert(free_on_a_destroyed_stream_is_refused(false)); }
+
+Test(core_tcache, stale_stream_devices_are_caught_by_the_destroyed_stream_free) {
+  cr_assert_not(free_on_a_destroyed_stream_is_refused(true), "the broken memory let the free in");
+}
