@@ -258,9 +258,11 @@ HOT CUresult stream_device(ca_tcache_t *c, ca_stream_t stream, int *dev) {
 
 /* Not during a capture (frees are held back), nor while the event log
  * records (its hooks run under the device lock, in the core's order), nor
- * once the process exits (the core answers then). */
+ * once the process exits (the core answers then). thread_cache_kb:0 is
+ * tested where a block is claimed (ca_tcache_claim): no block is then
+ * held or cached, and the hits and frees find none. */
 HOT bool usable(void) {
-  return ca_config.thread_cache_kb && __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) == 0 && !ca_trace_on() &&
+  return __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) == 0 && !ca_trace_on() &&
          !__atomic_load_n(&ca_state.exited, __ATOMIC_ACQUIRE);
 }
 
@@ -356,7 +358,7 @@ bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *s
 
 bool ca_tcache_claim(ca_device_t *d, ca_block_t *b, ca_stream_t stream) {
   (void)d, (void)stream;
-  if (b->size > CA_TCACHE_MAX_SIZE || !usable()) return false;
+  if (b->size > CA_TCACHE_MAX_SIZE || !ca_config.thread_cache_kb || !usable()) return false;
   ca_tcache_t *c = my_cache();
   if (!c) return false;
   __atomic_store_n(&b->tc, (uintptr_t)c, __ATOMIC_RELEASE);
@@ -372,15 +374,17 @@ void ca_tcache_remember(ca_block_t *b) {
 }
 
 /* The block at p, if the program holds it from this thread, and its
- * device (its slot is emptied either way: a stale entry goes). */
+ * device. A stale entry goes; a held one stays, stale once its block is
+ * cached (b->tc), so that the hit that hands the block out again finds its
+ * own slot first. */
 HOT ca_block_t *held_block(ca_tcache_t *c, uintptr_t p, int *dev) {
   held_t *set = held_set(c, p);
   for (int w = 0; w < CA_TCACHE_HELD_WAYS; w++) {
     if ((set[w].addr & ~HELD_DEV) != p) continue;
-    bool held = !stale(c, &set[w]);
     *dev = (int)(set[w].addr & HELD_DEV);
+    if (!stale(c, &set[w])) return set[w].b;
     set[w].addr = 0;
-    return held ? set[w].b : NULL;
+    return NULL;
   }
   return NULL;
 }
