@@ -61,7 +61,8 @@ static void *owner(void *arg) {
 
 /* Returns whether the owner's free went into its cache while main held
  * every cache (ca_tcache_quiesce: what a reader of the live blocks does). */
-static bool owner_gets_in_while_held(bool ignore_stop) {
+static bool owner_gets_in_while_held(bool ignore_stop, bool exchange) {
+  ca_debug.tclock_exchange = exchange;   /* before the first cache: the mode is chosen once per process */
   core_start("track:caller,sim_events:auto");
   ca_debug.tclock_owner_ignores_stop = ignore_stop;
   owner_t o = {.s = test_stream(true), .m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
@@ -75,6 +76,7 @@ static bool owner_gets_in_while_held(bool ignore_stop) {
   ca_tcache_resume();
   pthread_join(t, NULL);
   ca_debug.tclock_owner_ignores_stop = false;
+  cr_assert_eq(ca_tclock_asymmetric, !exchange, "the mode asked for");
   if (!o.given_while_held) cr_assert_eq(cudalloc_free(o.p, (cudaStream_t)o.s), cudaSuccess, "still the program's");
   return o.given_while_held;
 }
@@ -90,11 +92,16 @@ Test(core_tcache_lock, the_mode_here_is_asymmetric) {
 }
 
 Test(core_tcache_lock, another_threads_hold_keeps_the_owner_out) {
-  cr_assert_not(owner_gets_in_while_held(false), "the free went to the core while every cache was held");
+  cr_assert_not(owner_gets_in_while_held(false, false), "the free went to the core while every cache was held");
+}
+
+/* Where membarrier is missing: both sides exchange busy. */
+Test(core_tcache_lock, in_exchange_mode_another_threads_hold_keeps_the_owner_out) {
+  cr_assert_not(owner_gets_in_while_held(false, true), "the free went to the core while every cache was held");
 }
 
 Test(core_tcache_lock, an_owner_that_ignores_the_claim_gets_in) {
-  cr_assert(owner_gets_in_while_held(true), "the broken lock let the owner in: the test above catches it");
+  cr_assert(owner_gets_in_while_held(true, false), "the broken lock let the owner in: the test above catches it");
 }
 
 // ----------------------------------------------------------------------------
@@ -128,11 +135,18 @@ static void *owner_races(void *arg) {
   return NULL;
 }
 
-/* Races the owner's takes against another thread's for about a second;
+#define RACE_MS 500
+
+static long elapsed_ms(const struct timespec *a, const struct timespec *b) {
+  return (b->tv_sec - a->tv_sec) * 1000 + (b->tv_nsec - a->tv_nsec) / 1000000;
+}
+
+/* Races the owner's takes against another thread's for RACE_MS;
  * returns the updates lost (both inside at once). */
-static long lost_updates(bool no_membarrier) {
+static long lost_updates(bool no_membarrier, bool exchange) {
+  ca_debug.tclock_exchange = exchange;
   ca_tclock_init();
-  cr_assert(ca_tclock_asymmetric, "membarrier's private expedited command is available here");
+  cr_assert_eq(ca_tclock_asymmetric, !exchange, "membarrier's private expedited command is available here");
   ca_debug.tclock_no_membarrier = no_membarrier;
   race_t r = {.with_plain = !no_membarrier};   /* broken, TSan would report the plain one */
   pthread_t t;
@@ -151,7 +165,7 @@ static long lost_updates(bool no_membarrier) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     lost = __atomic_load_n(&r.owner_takes, __ATOMIC_RELAXED) + r.other_takes -
            __atomic_load_n(&r.inside, __ATOMIC_RELAXED);   /* approximate while racing */
-  } while (now.tv_sec - start.tv_sec < 1 && !(no_membarrier && lost > 0));
+  } while (elapsed_ms(&start, &now) < RACE_MS && !(no_membarrier && lost > 0));
   __atomic_store_n(&r.stop_racing, 1, __ATOMIC_RELEASE);
   pthread_join(t, NULL);
   ca_debug.tclock_no_membarrier = false;
@@ -161,15 +175,17 @@ static long lost_updates(bool no_membarrier) {
 }
 
 Test(core_tcache_lock, the_owner_and_another_thread_are_never_inside_at_once) {
-  cr_assert_eq(lost_updates(false), 0);
+  cr_assert_eq(lost_updates(false, false), 0);
 }
+
+Test(core_tcache_lock, in_exchange_mode_too) { cr_assert_eq(lost_updates(false, true), 0); }
 
 /* Without the barrier, the owner's store may wait in its store buffer past
  * its load of the claim while the claimer's load misses it: both inside.
  * That needs the two threads running at the same instant, which a loaded
- * machine may not give within the second: then the twin says so and skips. */
+ * machine may not give within RACE_MS: then the twin says so and skips. */
 Test(core_tcache_lock, without_the_barrier_both_get_in) {
-  long lost = lost_updates(true);
-  if (!lost) cr_skip_test("no collision within a second here (the threads may not have run in parallel)");
+  long lost = lost_updates(true, false);
+  if (!lost) cr_skip_test("no collision within %d ms here (the threads may not have run in parallel)", RACE_MS);
   cr_assert_gt(lost, 0, "updates lost: the test above catches the missing barrier");
 }
