@@ -29,8 +29,6 @@ static void drop(void *t) {
 }
 static void make_key(void) { key_ok = pthread_key_create(&key, drop) == 0; }
 
-static bool is_default(ca_stream_t s) { return s == NULL || s == CA_STREAM_LEGACY || s == CA_STREAM_PER_THREAD; }
-
 /* The thread's answers, emptied when the generation moved on; NULL when
  * there is no memory for them (the backend is asked every time). */
 static ca_streamdev_tls_t *answers(void) {
@@ -54,7 +52,7 @@ static void *context_key(void) { return ca_state.be->context_key ? ca_state.be->
 CUresult ca_stream_device_asked(ca_stream_t stream, int *dev) {
   ca_streamdev_tls_t *t = answers();
   if (!t) return ca_state.be->stream_device(stream, dev);
-  bool dflt = is_default(stream);
+  bool dflt = ca_streamdev_is_default(stream);
   unsigned w = ca_streamdev_way(stream);
   void *ctx = dflt ? context_key() : NULL;
   bool same_ctx = ctx && (t->ctx == ctx || (CA_DEBUG(stale_stream_devices) && t->ctx));

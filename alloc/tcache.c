@@ -339,12 +339,6 @@ HOT ca_block_t *tcache_malloc(int dev, size_t size, ca_stream_t stream, void *si
   return b;   /* c stays held for the caller's hooks */
 }
 
-ca_block_t *ca_tcache_malloc(int dev, size_t size, ca_stream_t stream, void *site) {
-  return tcache_malloc(dev, size, stream, site);
-}
-
-void ca_tcache_take_done(void) { unhold(mine); }
-
 bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller) {
   ca_block_t *b = tcache_malloc(dev, size, stream, site);
   if (!b) return false;

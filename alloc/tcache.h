@@ -42,21 +42,16 @@ static inline void ca_tcache_on_free(ca_device_t *d, ca_block_t *b, bool hit) {
   (void)d, (void)b, (void)hit;
 }
 
-/* A stream-ordered request (ca_malloc_on's dev, size and stream; site
- * its call site), tried before anything else of the allocation path: a
- * block of its size class, freed on stream by this thread and last handed
- * out at the same call site, handed out again (requested and stream set),
- * with the thread's cache still held, so that the caller's hand-out hooks
- * write the block as a reader holding the caches expects;
- * ca_tcache_take_done() then lets it go. NULL: ask the core (nothing
- * changed, nothing held); the core then makes its own checks of dev and
- * stream, and answers their errors. */
-ca_block_t *ca_tcache_malloc(int dev, size_t size, ca_stream_t stream, void *site);
-void ca_tcache_take_done(void);
-/* ca_malloc_on's whole hit (ptr non-NULL, size non-zero, the core
- * started): ca_tcache_malloc, the hand-out's hooks (the leak stamp, the
- * backend's check with caller), *ptr set. false: nothing changed, ask the
- * core. */
+/* A stream-ordered request (ca_malloc_on's dev, ptr, size and stream,
+ * non-NULL and non-zero, the core started; site its call site), tried
+ * before anything else of the allocation path: a block of its size class,
+ * freed on stream by this thread and last handed out at the same call
+ * site, handed out again (requested and stream set) into *ptr. The
+ * hand-out's hooks (the leak stamp, ca_tcache_on_handout, the backend's
+ * check_handout with caller) run in it, the first two with the thread's
+ * cache still held, so that a reader holding the caches sees them done.
+ * false: ask the core (nothing changed); the core then makes its own
+ * checks of dev and stream, and answers their errors. */
 bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller);
 /* The core handed b out for a stream-ordered request on stream (d locked):
  * true when the thread will remember it, so that its free can be a hit;
