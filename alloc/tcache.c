@@ -308,6 +308,8 @@ static tc_list_t *any_stream(ca_tcache_t *c, int dev, unsigned cls) {
   return NULL;
 }
 
+/* ca_tcache_hit's take: the block handed out, with the thread's cache still
+ * held; NULL: nothing changed, nothing held. */
 HOT ca_block_t *tcache_malloc(int dev, size_t size, ca_stream_t stream, void *site) {
   ca_tcache_t *c = mine;
   if (!c || size > CA_TCACHE_MAX_SIZE || !usable()) return NULL;
