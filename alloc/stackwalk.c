@@ -83,41 +83,20 @@ typedef struct bounds_s {
   uintptr_t lo, hi;
 } bounds_t;
 
-#define MEMO_LOG2 3          /* stacks remembered per thread: 8 */
-#define MEMO_FRAMES 6        /* frames a memo entry checks from its own copy: track_depth's default */
+#define MEMO_FRAMES CA_STACKWALK_MEMO_FRAMES
+typedef ca_stackwalk_memo_t memo_t;
+_Static_assert(sizeof(bounds_t) == 2 * sizeof(uintptr_t), "the thread block starts with its bounds");
 
-/* A stack as matched at one CFA: the absolute slot of each frame and the
- * return address it held, copied out of the stack's entry, so that the
- * check is a fixed, branchless run of two loads and a compare per frame,
- * with no offset to add and no entry to reach. A stack of fewer frames
- * points the rest at their own pc (always equal); frames past MEMO_FRAMES
- * are checked through s. 128 bytes. */
-typedef struct memo_s {
-  void *caller;
-  const char *cfa;
-  int depth;
-  bool deep;                 /* s->n > MEMO_FRAMES */
-  const stack_t_ *s;
-  void *const *slot[MEMO_FRAMES];
-  void *pc[MEMO_FRAMES];
-} memo_t;
-
-/* One thread-local block: the stack's bounds and the memo. The memo is
- * believed only while `gen` is the tables' (ca_stackwalk_forget frees the
- * stacks it names, and moves the generation on). */
-_Static_assert(sizeof(memo_t) == 128, "a memo entry is two cache lines, indexed by a shift");
-
-typedef struct thread_s {
-  bounds_t bounds;
-  unsigned gen;
-  memo_t memo[1 << MEMO_LOG2];
-} thread_t;
-
-static __thread thread_t mine;
-static unsigned generation = 1;   /* a thread's zeroed memo names none */
+/* One thread-local block (stackwalk.h): the stack's bounds and the memo.
+ * The memo is believed only while its gen is the tables' (ca_stackwalk_forget
+ * frees the stacks it names, and moves the generation on). */
+__thread ca_stackwalk_thread_t ca_stackwalk_mine;
+#define mine ca_stackwalk_mine
+unsigned ca_stackwalk_generation = 1;   /* a thread's zeroed memo names none */
+#define generation ca_stackwalk_generation
 
 static const bounds_t *stack_bounds(void) {
-  bounds_t *b = &mine.bounds;
+  bounds_t *b = (bounds_t *)&mine.lo;
   if (b->hi) return b;
   pthread_attr_t attr;
   void *addr;
@@ -272,42 +251,31 @@ static __attribute__((noinline)) void *unwind(void *caller, int depth, bool cach
 // ----------------------------------------------------------------------------
 
 /* The memo's set of (caller, cfa): two ways, so that two callers of a
- * helper at one depth (the same key) alternate without a miss. */
+ * helper at one depth (the same key) alternate without a miss (the same
+ * index as ca_stackwalk_remembered's). */
 static memo_t *memo_of(void *caller, const char *cfa) {
   uint64_t h = ((uintptr_t)caller ^ (uintptr_t)cfa) * 0x9e3779b97f4a7c15ull;
-  return &mine.memo[h >> (64 - MEMO_LOG2) & ~(uint64_t)1];
+  return &mine.memo[h >> (64 - CA_STACKWALK_MEMO_LOG2) & ~(uint64_t)1];
 }
 
 /* The frames of m's stack past its copy (track_depth > MEMO_FRAMES). */
-__attribute__((no_sanitize("address"), noinline)) static bool still_deep(const memo_t *m) {
+__attribute__((no_sanitize("address"))) bool ca_stackwalk_still_deep(const memo_t *m) {
+  const stack_t_ *st = m->stack;
   uintptr_t slot0 = (uintptr_t)m->slot[0];
-  for (int i = MEMO_FRAMES; i < m->s->n; i++)
-    if (*(void *const *)(slot0 + (uintptr_t)m->s->f[i].off) != m->s->f[i].pc) return false;
+  for (int i = MEMO_FRAMES; i < st->n; i++)
+    if (*(void *const *)(slot0 + (uintptr_t)st->f[i].off) != st->f[i].pc) return false;
   return true;
 }
 
-/* m's stack, if every frame is still in its slot. */
-__attribute__((no_sanitize("address"), always_inline)) static inline bool still(const memo_t *m, void *caller,
-                                                                                const char *cfa, int depth) {
-  if (m->caller != caller || m->cfa != cfa || m->depth != depth) return false;   /* an empty entry: depth 0 */
-  if (CA_DEBUG(stackwalk_memo_trust)) return true;
-  uintptr_t differ = 0;
-#pragma GCC unroll 8
-  for (int i = 0; i < MEMO_FRAMES; i++) differ |= (uintptr_t)*m->slot[i] ^ (uintptr_t)m->pc[i];
-  return !differ && (!m->deep || still_deep(m));
-}
-
-__attribute__((no_sanitize("address"), always_inline)) static inline void *remembered(void *caller, const char *cfa, int depth) {
+/* The memo, after a generation moved on: emptied for the new one. */
+static void *remembered(void *caller, const char *cfa, int depth) {
   unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
   if (mine.gen != gen) {
     memset(mine.memo, 0, sizeof mine.memo);
     mine.gen = gen;
     return NULL;
   }
-  const memo_t *m = memo_of(caller, cfa);
-  if (!still(m, caller, cfa, depth) && !still(++m, caller, cfa, depth)) return NULL;
-  CA_DEBUG_TALLY(stackwalk_memo_hits);
-  return m->s->site;
+  return ca_stackwalk_remembered(caller, cfa, depth);
 }
 
 /* The newest in the first way, the one before it in the second. */
@@ -315,7 +283,7 @@ static void *remember(void *caller, const char *cfa, int depth, uintptr_t slot0,
   if (!CA_DEBUG(stackwalk_trust_caller) && mine.gen == __atomic_load_n(&generation, __ATOMIC_ACQUIRE)) {
     memo_t *m = memo_of(caller, cfa);
     m[1] = m[0];
-    m[0] = (memo_t){caller, cfa, depth, s->n > MEMO_FRAMES, s, {0}, {0}};
+    m[0] = (memo_t){caller, cfa, depth, s->n > MEMO_FRAMES, s->site, s, {0}, {0}};
     for (int i = 0; i < MEMO_FRAMES; i++) {
       m->pc[i] = i < s->n ? s->f[i].pc : NULL;
       m->slot[i] = i < s->n ? (void *const *)(slot0 + (uintptr_t)s->f[i].off) : &m->pc[i];
@@ -347,19 +315,15 @@ static __attribute__((noinline)) void *look_up(void *caller, int depth, ca_stack
   return unwind(caller, depth, true, intern, cfa);
 }
 
-static __attribute__((noinline)) void *site_slow(void *caller, int depth, bool cached, ca_stackwalk_intern_fn intern,
-                                                 const char *cfa) {
+void *ca_stackwalk_site_at(void *caller, int depth, bool cached, ca_stackwalk_intern_fn intern, const char *cfa) {
   if (depth > MAX_FRAMES) depth = MAX_FRAMES;
   if (!cached) return unwind(caller, depth, false, intern, cfa);
   void *site = remembered(caller, cfa, depth);
   return site ? site : look_up(caller, depth, intern, cfa);
 }
 
-/* The memo inline, the rest a tail call: a hit saves no registers. */
-__attribute__((no_sanitize("address"))) void *ca_stackwalk_site(void *caller, int depth, bool cached, ca_stackwalk_intern_fn intern) {
-  const char *cfa = __builtin_dwarf_cfa();
-  void *site = cached && depth <= MAX_FRAMES ? remembered(caller, cfa, depth) : NULL;
-  return site ? site : site_slow(caller, depth, cached, intern, cfa);
+void *ca_stackwalk_site(void *caller, int depth, bool cached, ca_stackwalk_intern_fn intern) {
+  return ca_stackwalk_site_at(caller, depth, cached, intern, __builtin_dwarf_cfa());
 }
 
 void ca_stackwalk_forget(void) {

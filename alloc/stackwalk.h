@@ -4,6 +4,10 @@
 #define CUDALLOC_STACKWALK_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "debug.h"
 
 /* Turns frames[0..n) into the stored call site (track.c interns them). */
 typedef void *(*ca_stackwalk_intern_fn)(void *const *frames, int n);
@@ -15,6 +19,74 @@ typedef void *(*ca_stackwalk_intern_fn)(void *const *frames, int n);
  * found in); a new one is unwound from the DWARF call frame information
  * once. `cached` false unwinds every time (the reference, track:backtrace). */
 void *ca_stackwalk_site(void *caller, int depth, bool cached, ca_stackwalk_intern_fn intern);
+/* The same, with the CFA that keys the thread's memo given: the CFA of a
+ * function that calls it for every allocation, so that the memo can be
+ * asked inline there (ca_stackwalk_remembered) before this call. */
+void *ca_stackwalk_site_at(void *caller, int depth, bool cached, ca_stackwalk_intern_fn intern, const char *cfa);
+
+/* The thread's memo of the stacks it matched last (stackwalk.c says why a
+ * match is the same stack), inline so that a stack seen before costs no
+ * call: per entry the slot of each frame and the return address it held;
+ * a stack of fewer frames points the rest at their own pc (always equal);
+ * frames past CA_STACKWALK_MEMO_FRAMES are checked through the stack's
+ * entry (ca_stackwalk_still_deep). */
+#define CA_STACKWALK_MEMO_FRAMES 6   /* track_depth's default */
+#define CA_STACKWALK_MEMO_LOG2 3     /* entries per thread: 8, in sets of two */
+
+typedef struct ca_stackwalk_memo_s {
+  void *caller;
+  const char *cfa;
+  int depth;
+  bool deep;                         /* more frames than the copy */
+  void *site;
+  const void *stack;                 /* stackwalk.c's entry */
+  void *const *slot[CA_STACKWALK_MEMO_FRAMES];
+  void *pc[CA_STACKWALK_MEMO_FRAMES];
+} ca_stackwalk_memo_t;
+
+typedef struct ca_stackwalk_thread_s {
+  uintptr_t lo, hi;                  /* the stack's bounds (hi 0: not asked yet) */
+  unsigned gen;                      /* the memo is believed while it is ca_stackwalk_generation */
+  ca_stackwalk_memo_t memo[1 << CA_STACKWALK_MEMO_LOG2];
+} ca_stackwalk_thread_t;
+
+extern __thread ca_stackwalk_thread_t ca_stackwalk_mine;
+extern unsigned ca_stackwalk_generation;
+bool ca_stackwalk_still_deep(const ca_stackwalk_memo_t *m);
+
+/* A slot's word, read where the sanitizers do not look: a return address
+ * in a caller's frame (never poisoned, but outside every object). */
+static inline void *ca_stackwalk_word(void *const *p) {
+#if defined(__x86_64__)
+  void *v;
+  __asm__("movq (%1), %0" : "=r"(v) : "r"(p));
+  return v;
+#else
+  return *p;
+#endif
+}
+
+static inline bool ca_stackwalk_still(const ca_stackwalk_memo_t *m, void *caller, const char *cfa, int depth) {
+  if (m->caller != caller || m->cfa != cfa || m->depth != depth) return false;   /* an empty entry: depth 0 */
+  if (CA_DEBUG(stackwalk_memo_trust)) return true;
+  uintptr_t differ = 0;
+#pragma GCC unroll 8
+  for (int i = 0; i < CA_STACKWALK_MEMO_FRAMES; i++)
+    differ |= (uintptr_t)ca_stackwalk_word(m->slot[i]) ^ (uintptr_t)m->pc[i];
+  return !differ && (!m->deep || ca_stackwalk_still_deep(m));
+}
+
+/* The call site of (caller, depth) as the memo remembers it under cfa, or
+ * NULL (ask ca_stackwalk_site_at with the same cfa). */
+static inline void *ca_stackwalk_remembered(void *caller, const char *cfa, int depth) {
+  ca_stackwalk_thread_t *t = &ca_stackwalk_mine;
+  if (t->gen != __atomic_load_n(&ca_stackwalk_generation, __ATOMIC_ACQUIRE)) return NULL;
+  uint64_t h = ((uintptr_t)caller ^ (uintptr_t)cfa) * 0x9e3779b97f4a7c15ull;
+  const ca_stackwalk_memo_t *m = &t->memo[h >> (64 - CA_STACKWALK_MEMO_LOG2) & ~(uint64_t)1];
+  if (!ca_stackwalk_still(m, caller, cfa, depth) && !ca_stackwalk_still(++m, caller, cfa, depth)) return NULL;
+  CA_DEBUG_TALLY(stackwalk_memo_hits);
+  return m->site;
+}
 
 /* Drops the table of stacks seen (the stored sites it names are freed by
  * their owner). */

@@ -38,10 +38,16 @@ void ca_track_print(FILE *f, const void *site, const char *prefix);
 void ca_track_forget(void);
 
 /* The default (track:stack) without a call in between: the stack walk's
- * frames below the caller stay the same for every caller. */
+ * frames below the caller stay the same for every caller. The memo is
+ * keyed by the CFA of the function this is inlined into (ca_malloc_on),
+ * and asked there: a stack seen before costs no call. */
 static inline void *ca_track_site(void *caller) {
-  if (ca_config.track == CA_TRACK_STACK && caller)
-    return ca_stackwalk_site(caller, (int)ca_config.track_depth, true, ca_track_intern);
+  if (ca_config.track == CA_TRACK_STACK && caller) {
+    const char *cfa = __builtin_dwarf_cfa();
+    int depth = (int)ca_config.track_depth;
+    void *site = ca_stackwalk_remembered(caller, cfa, depth);
+    return site ? site : ca_stackwalk_site_at(caller, depth, true, ca_track_intern, cfa);
+  }
   return ca_track_site_slow(caller);
 }
 
