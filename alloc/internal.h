@@ -23,8 +23,9 @@
  *   trace_log
  *   trace_ring trace_buf
  *   trace
- *   blocks sitelive churn
+ *   blocks sitelive churn stamp
  *   segments fence
+ *   tcache_lock
  *   pages tcache
  *   pool
  *   slack
@@ -57,6 +58,8 @@
  *   slack      waiting for pending frees before growing past the slack
  *   settle     the slow path's first rungs: a stream grows before it takes other streams' frees
  *   tcache     the per-thread front cache of small stream-ordered frees
+ *   tcache_lock  its lock: a plain store for the owner, membarrier for the others
+ *   stamp      the thread and step each allocation stamps (the leak report's)
  *   device     devices, locks, ca_ready            stats   derived statistics
  *   legacyq    cudaFree'd blocks in the legacy stream's queue while no other stream is used
  *   pinned_chunks  the pinned arena's extent hooks and chunks
@@ -112,12 +115,14 @@
 #include "settle.h"
 #include "slack.h"
 #include "sitelive.h"
+#include "stamp.h"
 #include "stats.h"
 #include "step.h"
 #include "streamdev.h"
 #include "streams.h"
 #include "symbolize.h"
 #include "tcache.h"
+#include "tcache_lock.h"
 #include "trace.h"
 #include "trace_buf.h"
 #include "trace_clock.h"

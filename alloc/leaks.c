@@ -3,11 +3,9 @@
  * step of the allocation and every frame of its stack. Text in
  * compute-sanitizer's --leak-check shape, so that people and scripts that
  * read that one read this one; and JSON (docs/reports.md has the schema). */
-#define _GNU_SOURCE /* gettid */
 #include "leaks.h"
 
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -18,22 +16,6 @@
 #include "symbolize.h"
 #include "tcache.h"
 #include "track.h"
-
-// ----------------------------------------------------------------------------
-// Stamps
-// ----------------------------------------------------------------------------
-
-__thread uint32_t ca_leaks_tid;   /* gettid is a system call: once per thread */
-
-static void forget_tid(void) { ca_leaks_tid = 0; }   /* a fork child's thread is another thread */
-
-static void arm_fork(void) { pthread_atfork(NULL, NULL, forget_tid); }
-
-uint32_t ca_leaks_tid_slow(void) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, arm_fork);
-  return ca_leaks_tid = (uint32_t)gettid();
-}
 
 // ----------------------------------------------------------------------------
 // Groups

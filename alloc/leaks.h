@@ -5,25 +5,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "step.h"
+#include "stamp.h"
 #include "types.h"
 
 /* The JSON leak report's schema name: it changes when a field changes
  * meaning or goes away (a new field keeps it). docs/reports.md has it. */
 #define CA_LEAKS_SCHEMA "cudalloc-leaks/1"
 
-/* At each allocation: the thread and the step the block was made in
- * (inline: a front-cache hit stamps too). */
-static inline void ca_leaks_stamp(ca_block_t *b);
-/* The calling thread's id, asked once (gettid is a system call). */
-uint32_t ca_leaks_tid_slow(void);
-extern __thread uint32_t ca_leaks_tid;
-
-static inline void ca_leaks_stamp(ca_block_t *b) {
-  uint32_t tid = ca_leaks_tid;
-  b->tid = tid ? tid : ca_leaks_tid_slow();
-  b->step = ca_step_current();
-}
+/* ca_leaks_stamp, what each allocation stamps for this report: stamp.h. */
 
 /* The leak report in compute-sanitizer's shape on f: one entry per call
  * stack and device, biggest first, with every frame, then the summary

@@ -38,7 +38,7 @@
 
 #include "blocks.h"
 #include "fence.h"
-#include "leaks.h"
+#include "stamp.h"
 #include "ptrmap.h"
 #include "sitelive.h"
 #include "streamdev.h"
