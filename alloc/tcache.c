@@ -310,8 +310,7 @@ static tc_list_t *any_stream(ca_tcache_t *c, int dev, unsigned cls) {
 
 /* ca_tcache_hit's take: the block handed out, with the thread's cache still
  * held; NULL: nothing changed, nothing held. */
-HOT ca_block_t *tcache_malloc(int dev, size_t size, ca_stream_t stream, void *site) {
-  ca_tcache_t *c = mine;
+HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t stream, void *site) {
   if (!c || size > CA_TCACHE_MAX_SIZE || !usable()) return NULL;
   stream = ca_stream_normal(stream);
   if ((dev = device_for(c, dev, stream)) < 0) return NULL;
@@ -342,11 +341,12 @@ HOT ca_block_t *tcache_malloc(int dev, size_t size, ca_stream_t stream, void *si
 }
 
 bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller) {
-  ca_block_t *b = tcache_malloc(dev, size, stream, site);
+  ca_tcache_t *c = mine;   /* once: in the shared library each access is a __tls_get_addr call */
+  ca_block_t *b = tcache_malloc(c, dev, size, stream, site);
   if (!b) return false;
   ca_leaks_stamp(b);   /* the cache held over the hooks: a reader holding the caches sees them done */
   ca_tcache_on_handout(b->seg->pool->dev, b, true);
-  unhold(mine);
+  unhold(c);
   if (ca_state.be->check_handout) ca_state.be->check_handout(b->addr, size, b->stream, true, caller);
   *ptr = (void *)b->addr;
   return true;
