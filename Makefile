@@ -43,8 +43,16 @@ endif
 
 WARN := -Wall -Wextra -Werror
 BASE_CFLAGS := -std=gnu11 -g -O2 $(WARN) -fPIC -pthread -I$(CUDA_HOME)/include -MMD -MP
+# Thread-locals through TLS descriptors: in libcudalloc.so, preloaded or
+# linked at start, a hit's thread-local reads are a few instructions each
+# instead of a __tls_get_addr call; a dlopen (PyTorch's pluggable allocator)
+# still works, at the dynamic model's cost. (initial-exec would refuse a late
+# dlopen: 5 KiB of thread-locals do not fit glibc's static TLS surplus.)
+# Not in sanitized builds, whose runtimes track thread-locals through
+# __tls_get_addr.
+TLS_DIALECT := $(if $(SAN),,$(if $(filter x86_64,$(shell uname -m)),-mtls-dialect=gnu2))
 # The library: hidden by default, so that it exports only what shim/exports.map lists.
-LIB_CFLAGS := $(BASE_CFLAGS) -fvisibility=hidden $(SANFLAGS)
+LIB_CFLAGS := $(BASE_CFLAGS) -fvisibility=hidden $(TLS_DIALECT) $(SANFLAGS)
 # Each layer sees the layers below it through their headers only:
 #   alloc/include   the core's interface (public header, core.h, log.h)
 #   alloc/backend   the backend contract
