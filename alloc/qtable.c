@@ -11,11 +11,17 @@ static size_t home(const ca_device_t *d, ca_stream_t s, uint64_t owner) {
   return (size_t)(h >> 32) & (d->qtable_cap - 1);
 }
 
+/* A program allocates and frees on one stream at a time: the last queue
+ * found answers most lookups with one compare. It is forgotten with its
+ * queue, so it is always a queue of the table. */
 ca_queue_t *ca_qtable_get(ca_device_t *d, ca_stream_t stream, uint64_t owner) {
+  ca_queue_t *q = d->qtable_last;
+  if (q && q->stream == stream && q->owner == owner) return q;
   if (!d->qtable_cap) return NULL;
   for (size_t i = home(d, stream, owner);; i = (i + 1) & (d->qtable_cap - 1)) {
-    ca_queue_t *q = d->qtable[i];
-    if (!q || (q->stream == stream && q->owner == owner)) return q;
+    q = d->qtable[i];
+    if (!q) return NULL;
+    if (q->stream == stream && q->owner == owner) return d->qtable_last = q;
   }
 }
 
@@ -51,6 +57,7 @@ bool ca_qtable_put(ca_device_t *d, ca_queue_t *q) {
 void ca_qtable_forget(ca_device_t *d, ca_queue_t *q) {
   size_t m = d->qtable_cap - 1, i = d->qtable_cap ? home(d, q->stream, q->owner) : 0;
   if (!d->qtable_cap) return;
+  if (d->qtable_last == q && !CA_DEBUG(qtable_keep_last)) d->qtable_last = NULL;
   while (d->qtable[i] && d->qtable[i] != q) i = (i + 1) & m;
   if (!d->qtable[i]) return;
   d->qtable[i] = NULL;
@@ -74,6 +81,7 @@ void ca_qtable_remove(ca_device_t *d, ca_queue_t *q) {
 void ca_qtable_free(ca_device_t *d) {
   free(d->qtable);
   d->qtable = NULL;
+  d->qtable_last = NULL;
   d->qtable_cap = d->qtable_count = 0;
   for (int l = 0; l < CA_QL_COUNT; l++) d->qlists[l] = NULL;
 }

@@ -199,6 +199,7 @@ struct ca_device_s {
   /* stream queues: by (stream, owner), and on lists (qtable.c) */
   ca_queue_t **qtable;
   size_t qtable_cap, qtable_count;
+  ca_queue_t *qtable_last;      /* the queue found last: most lookups are for it (qtable.c) */
   ca_queue_t *qlists[CA_QL_COUNT];
   size_t nqueues, collect_at;   /* empty per-thread queues are collected past collect_at */
   ca_queue_t epoch;             /* cudaFree's queue */

@@ -51,6 +51,40 @@ Test(unit_qtable, deletion_without_shift_is_caught) {
   cr_assert_gt(wrong_after_churn(true), 0, "a hole in a run hides the queues behind it");
 }
 
+/* The memo of the last lookup: a removed queue (a destroyed stream, whose
+ * handle a new stream may get) must not answer for its (stream, owner),
+ * nor must a queue answer for another owner of the same handle. Returns
+ * what a lookup of the removed queue's key found. */
+static ca_queue_t *found_after_removing_the_last_found(bool keep_last) {
+  ca_debug.qtable_keep_last = keep_last;
+  static ca_device_t d;
+  static ca_queue_t a, b, other_owner;
+  memset(&d, 0, sizeof d);
+  a = (ca_queue_t){.stream = (ca_stream_t)0x1000, .owner = 0};
+  b = (ca_queue_t){.stream = (ca_stream_t)0x2000, .owner = 0};
+  other_owner = (ca_queue_t){.stream = (ca_stream_t)0x1000, .owner = 7};
+  cr_assert(ca_qtable_put(&d, &a) && ca_qtable_put(&d, &b) && ca_qtable_put(&d, &other_owner));
+  cr_assert_eq(ca_qtable_get(&d, a.stream, 0), &a);
+  cr_assert_eq(ca_qtable_get(&d, a.stream, 0), &a, "the memo's answer is the table's");
+  cr_assert_eq(ca_qtable_get(&d, a.stream, 7), &other_owner, "the memo is keyed on the owner too");
+  cr_assert_eq(ca_qtable_get(&d, b.stream, 0), &b);
+  cr_assert_eq(ca_qtable_get(&d, a.stream, 0), &a);
+  ca_qtable_remove(&d, &a);
+  ca_queue_t *got = ca_qtable_get(&d, a.stream, 0);
+  cr_assert_eq(ca_qtable_get(&d, b.stream, 0), &b, "the other queues are still found");
+  ca_qtable_free(&d);
+  ca_debug.qtable_keep_last = false;
+  return got;
+}
+
+Test(unit_qtable, a_removed_queue_is_not_found_through_the_memo) {
+  cr_assert_null(found_after_removing_the_last_found(false));
+}
+
+Test(unit_qtable, a_memo_that_outlives_its_queue_is_caught) {
+  cr_assert_not_null(found_after_removing_the_last_found(true), "the stale memo answers for a removed queue");
+}
+
 /* 64 streams with a sealed-and-completed past and blocks reused on their
  * own stream, then slow paths on one stream: how many queues they visit. */
 static uint64_t visits_with_64_streams(bool visit_all) {
