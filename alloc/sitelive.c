@@ -31,20 +31,23 @@ static bool grow(ca_sitelive_t *t) {
   free(t->slots);
   t->slots = slots;
   t->cap = cap;
+  t->last = NULL;   /* it pointed into the old slots */
   return true;
 }
 
 /* The entry of site, made when missing; the lost entry when no room. */
 static ca_site_live_t *entry(ca_sitelive_t *t, void *site) {
+  ca_site_live_t *e = t->last;
+  if (e && (e->site == site || CA_DEBUG(sitelive_memo_any_site))) return e;
   if (t->cap) {
-    ca_site_live_t *e = probe(t->slots, t->cap, site);
-    if (e->used) return e;
+    e = probe(t->slots, t->cap, site);
+    if (e->used) return t->last = e;
   }
   if ((t->used + 1) * 2 > t->cap && !grow(t)) return &t->lost;
-  ca_site_live_t *e = probe(t->slots, t->cap, site);
+  e = probe(t->slots, t->cap, site);
   *e = (ca_site_live_t){.site = site, .series = -1, .used = true};
   t->used++;
-  return e;
+  return t->last = e;
 }
 
 void ca_sitelive_add(ca_sitelive_t *t, const ca_block_t *b, int sign) {

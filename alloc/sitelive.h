@@ -21,6 +21,7 @@ typedef struct ca_site_live_s {
 typedef struct ca_sitelive_s {
   ca_site_live_t *slots;
   size_t cap, used;
+  ca_site_live_t *last;         /* the entry found last: a site allocates and frees in runs */
   ca_site_live_t lost;          /* blocks whose site found no room (no host memory) */
 } ca_sitelive_t;
 
