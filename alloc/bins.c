@@ -45,8 +45,8 @@ static size_t bin_floor(int fl, int sl) {
 
 void ca_bins_init(ca_bins_t *bins) { memset(bins, 0, sizeof *bins); }
 
-void ca_bins_insert(ca_bins_t *bins, ca_block_t *b) {
-  ca_assert(!b->in_bins && b->size && b->size % CA_MIN_BLOCK == 0);
+/* The list, bitmaps and count of b's bin (bytes are the callers'). */
+static void link_block(ca_bins_t *bins, ca_block_t *b) {
   int fl, sl;
   bin_of(b->size, &fl, &sl);
   b->bin_prev = NULL;
@@ -57,14 +57,12 @@ void ca_bins_insert(ca_bins_t *bins, ca_block_t *b) {
   bins->fl_bitmap |= 1ull << fl;
   bins->sl_bitmap[fl] |= 1u << sl;
   bins->count++;
-  bins->bytes += b->size;
   b->in_bins = 1;
   b->bin_fl = (uint8_t)fl;
   b->bin_sl = (uint8_t)sl;
 }
 
-void ca_bins_remove(ca_bins_t *bins, ca_block_t *b) {
-  ca_assert(b->in_bins);
+static void unlink_block(ca_bins_t *bins, ca_block_t *b) {
   int fl = b->bin_fl, sl = b->bin_sl;
   if (b->bin_prev) b->bin_prev->bin_next = b->bin_next;
   else bins->heads[fl][sl] = b->bin_next;
@@ -76,8 +74,35 @@ void ca_bins_remove(ca_bins_t *bins, ca_block_t *b) {
   }
   b->bin_prev = b->bin_next = NULL;
   bins->count--;
-  bins->bytes -= b->size;
   b->in_bins = 0;
+}
+
+void ca_bins_insert(ca_bins_t *bins, ca_block_t *b) {
+  ca_assert(!b->in_bins && b->size && b->size % CA_MIN_BLOCK == 0);
+  link_block(bins, b);
+  bins->bytes += b->size;
+}
+
+void ca_bins_remove(ca_bins_t *bins, ca_block_t *b) {
+  ca_assert(b->in_bins);
+  unlink_block(bins, b);
+  bins->bytes -= b->size;
+}
+
+/* A split or a merge changes a size by less than its bin's width most of
+ * the time: the block then stays where it is. A bin's bound only needs to
+ * follow a block that grew. */
+void ca_bins_resized(ca_bins_t *bins, ca_block_t *b, size_t old_size) {
+  ca_assert(b->in_bins && b->size && b->size % CA_MIN_BLOCK == 0);
+  bins->bytes += b->size - old_size;
+  int fl, sl;
+  bin_of(b->size, &fl, &sl);
+  if ((fl != b->bin_fl || sl != b->bin_sl) && !CA_DEBUG(bins_resize_stays)) {
+    unlink_block(bins, b);
+    link_block(bins, b);
+  } else if (b->size > bins->bound[b->bin_fl][b->bin_sl]) {
+    bins->bound[b->bin_fl][b->bin_sl] = b->size;
+  }
 }
 
 /* The first non-empty bin at or after (fl, sl), or false. */
@@ -128,15 +153,20 @@ static ca_block_t *scan_bin(ca_bins_t *bins, int fl, int sl, size_t min_size, si
  * Only the request's own bin and that one may hide a fit past the scan
  * budget; they are scanned whole, and only when nothing else fits. */
 ca_block_t *ca_bins_find(ca_bins_t *bins, size_t min_size, size_t max_size) {
-  if (!bins->count) return NULL;
   int fl, sl;
   bin_of(min_size, &fl, &sl);
   int own_fl = fl, own_sl = sl;
-  /* The request's own bin may hold a closer fit than the next bin up. */
-  ca_block_t *b = best_in_bin(bins->heads[fl][sl], min_size, max_size);
-  if (b) return b;
-  sl++;
-  bool edge = next_bin(bins, &fl, &sl) && bin_floor(fl, sl) <= max_size;
+  /* No bin from the request's own up holds anything: nothing fits. */
+  if (!next_bin(bins, &fl, &sl)) return NULL;
+  ca_block_t *b;
+  bool edge = true;
+  if (fl == own_fl && sl == own_sl) {   /* its own bin may hold a closer fit than the next one up */
+    if ((b = best_in_bin(bins->heads[fl][sl], min_size, max_size))) return b;
+    sl++;
+    edge = next_bin(bins, &fl, &sl);
+  }
+  /* A first bin up that starts past max_size: only the own bin may serve. */
+  edge = edge && bin_floor(fl, sl) <= max_size;
   if (edge && (b = best_in_bin(bins->heads[fl][sl], min_size, max_size))) return b;
   if ((b = scan_bin(bins, own_fl, own_sl, min_size, max_size))) return b;
   return edge ? scan_bin(bins, fl, sl, min_size, max_size) : NULL;

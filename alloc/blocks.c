@@ -51,6 +51,37 @@ ca_block_t *ca_block_split(ca_device_t *d, ca_block_t *b, size_t offset) {
   return rest;
 }
 
+ca_block_t *ca_block_split_front(ca_device_t *d, ca_block_t *b, size_t offset) {
+  ca_assert(offset && offset < b->size && offset % CA_MIN_BLOCK == 0);
+  ca_block_t *head = ca_block_new(d);
+  if (!head) return NULL;
+  head->addr = b->addr;
+  head->size = offset;
+  head->seg = b->seg;
+  head->state = b->state;
+  head->kind = b->kind;
+  head->queue = b->queue;
+  head->prev = b->prev;
+  head->next = b;
+  if (b->prev) b->prev->next = head;
+  else b->seg->first = head;
+  b->prev = head;
+  b->addr += offset;
+  b->size -= offset;
+  return head;
+}
+
+void ca_block_absorb_prev(ca_device_t *d, ca_block_t *b) {
+  ca_block_t *p = b->prev;
+  ca_assert(p && b->addr == p->addr + p->size && !p->in_bins);
+  b->addr = p->addr;
+  b->size += p->size;
+  b->prev = p->prev;
+  if (p->prev) p->prev->next = b;
+  else b->seg->first = b;
+  ca_block_delete(d, p);
+}
+
 void ca_block_absorb_next(ca_device_t *d, ca_block_t *b) {
   ca_block_t *n = b->next;
   ca_assert(n && n->addr == b->addr + b->size && !n->in_bins);

@@ -12,8 +12,17 @@ bool ca_block_reserve(ca_device_t *d, int n);
 /* Cuts b at offset: b keeps [addr, addr+offset), the returned block the
  * rest (same state and kind, not in any list but the address order). */
 ca_block_t *ca_block_split(ca_device_t *d, ca_block_t *b, size_t offset);
+/* Cuts b at offset the other way round: a new block takes [addr,
+ * addr+offset) and is returned (same state and kind, in no list but the
+ * address order); b keeps the rest and every list it is on, so that the
+ * rest of a block in bins or a fence costs no move (its bins need
+ * ca_bins_resized). */
+ca_block_t *ca_block_split_front(ca_device_t *d, ca_block_t *b, size_t offset);
 /* Absorbs b->next into b and deletes it. */
 void ca_block_absorb_next(ca_device_t *d, ca_block_t *b);
+/* Absorbs b->prev into b (b starts where it started) and deletes it: b
+ * keeps its lists. */
+void ca_block_absorb_prev(ca_device_t *d, ca_block_t *b);
 /* Marks b FREE of the given kind and forgets what it served or waited
  * for; it is in no bins yet. */
 void ca_block_set_free(ca_block_t *b, ca_block_kind_t kind);

@@ -28,7 +28,9 @@ typedef struct ca_debug_s {
   bool sites_miss_frees;        /* the per-site live totals ignore frees */
   bool stale_stream_devices;    /* threads keep their streams' devices through every change */
   bool qtable_no_shift;         /* the queue hash deletes without moving the run back */
-  bool qtable_keep_last;        /* the queue hash's memo of the last lookup outlives its queue */
+  bool bins_resize_stays;       /* a block resized in its bins stays in its old bin */
+  bool qtable_keep_last;
+  bool sitelive_memo_any_site;  /* the per-site totals' memo answers for whatever site is asked */        /* the queue hash's memo of the last lookup outlives its queue */
   bool visit_all_queues;        /* seal and poll walk every queue, not only the busy ones */
   bool tcache_any_stream;       /* a front-cache hit takes any stream's cached block */
   bool tcache_no_flush;         /* the slow path and the other flushes leave the front caches alone */

@@ -125,20 +125,37 @@ void ca_queue_remove(ca_device_t *d, ca_block_t *b) {
   fence_unlink(b);
 }
 
+static bool joins_queue(const ca_block_t *n, const ca_queue_t *q) {
+  return n && n->state == CA_PENDING && n->queue == q;
+}
+
+/* Neighbours pending in the same queue merge into the open batch, the
+ * latest of all fences, so that no part is released early. The merge
+ * keeps a neighbour's struct, in its bins and fence: only a change of bin
+ * or of fence moves it. */
 void ca_queue_add(ca_device_t *d, ca_queue_t *q, ca_block_t *b) {
   ca_block_t *p = b->prev, *n = b->next;
-  /* Neighbours pending in the same queue merge into the open batch, the
-   * latest of all fences, so that no part is released early. */
-  if (p && p->state == CA_PENDING && p->queue == q) {
-    ca_queue_remove(d, p);
-    ca_block_absorb_next(d, p);
-    b = p;
+  bool with_p = joins_queue(p, q), with_n = joins_queue(n, q);
+  if (!with_p && !with_n) {
+    ca_queue_add_to_fence(d, q, &q->open, b);
+    return;
   }
-  if (n && n->state == CA_PENDING && n->queue == q) {
+  ca_block_t *keep = with_p ? p : n;
+  size_t old = keep->size;
+  if (with_p) ca_block_absorb_next(d, p);   /* b into p */
+  else ca_block_absorb_prev(d, n);          /* b into n */
+  if (with_p && with_n) {
     ca_queue_remove(d, n);
-    ca_block_absorb_next(d, b);
+    ca_block_absorb_next(d, p);
   }
-  ca_queue_add_to_fence(d, q, &q->open, b);
+  if (keep->fence != &q->open) {
+    fence_unlink(keep);
+    fence_link(&q->open, keep);
+    if (listed(d, q)) ca_qlist_add(d, CA_QL_OPEN, q);
+  }
+  ca_bins_t *bins;
+  if (keep->in_bins) ca_bins_resized(q->bins[keep->seg->pool->id], keep, old);
+  else if ((bins = reusable(q) ? queue_bins(q, keep) : NULL)) ca_bins_insert(bins, keep);
 }
 
 void ca_queue_count_freed(ca_device_t *d, const ca_block_t *b, bool count_free) {

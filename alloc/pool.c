@@ -28,40 +28,39 @@ static bool should_split(const ca_pool_t *pool, const ca_block_t *b, size_t roun
   return rest > CA_SMALL_REQUEST && b->size <= ca_config.max_split_size;
 }
 
-/* Cuts the unused tail off a block about to be handed out, and files the
- * tail where the block came from (the same fence, if it was pending). */
-static void trim_tail(ca_device_t *d, ca_pool_t *pool, ca_block_t *b, size_t rounded,
-                      ca_queue_t *q, ca_fence_t *f) {
-  if (!should_split(pool, b, rounded) || !ca_block_reserve(d, 1)) return;
-  ca_block_t *rest = ca_block_split(d, b, rounded);
-  if (q) {
-    rest->state = CA_PENDING;
-    rest->fence = f;
-    ca_queue_add_to_fence(d, q, f, rest);
-  } else {
-    ca_block_release(d, rest);
+/* The block for the request, cut from the front of b when b is larger:
+ * the rest keeps b's struct and every list b is on (its pool's bins, or
+ * its queue's bins and fence: the same fence, so no part is released
+ * early), so that a split moves nothing but b's bin when its size crosses
+ * one. Otherwise b leaves those lists whole. */
+static ca_block_t *cut(ca_device_t *d, ca_pool_t *pool, ca_block_t *b, size_t rounded, bool pending) {
+  ca_bins_t *bins = pending ? b->queue->bins[pool->id] : &pool->bins;
+  if (should_split(pool, b, rounded) && ca_block_reserve(d, 1)) {
+    size_t old = b->size;
+    ca_block_t *head = ca_block_split_front(d, b, rounded);
+    ca_bins_resized(bins, b, old);
+    return head;
   }
+  if (pending) ca_queue_remove(d, b);
+  else ca_bins_remove(bins, b);
+  return b;
 }
 
+/* The stream's own pending block wins a tie, so the pool is searched only
+ * for a strictly tighter fit (at most mine's size less one unit): with a
+ * fit of its own the search usually ends at its first bit scan. */
 ca_block_t *ca_pool_take(ca_device_t *d, ca_pool_t *pool, size_t rounded, ca_stream_t stream) {
   size_t max = max_fit(rounded);
   ca_queue_t *q = stream ? ca_queue_find(d, stream, false) : NULL;
   ca_block_t *mine = q && q->bins[pool->id] ? ca_bins_find(q->bins[pool->id], rounded, max) : NULL;
-  /* An exact fit of the stream's own wins whatever the pool holds: one search. */
-  ca_block_t *any = mine && mine->size == rounded ? NULL : ca_bins_find(&pool->bins, rounded, max);
   if (CA_DEBUG(reuse_pending_anywhere) && !mine) mine = ca_queue_find_any(d, pool, rounded, max, &q);
-  ca_block_t *b = (mine && (!any || mine->size <= any->size)) ? mine : any;
+  size_t tighter = mine ? mine->size - CA_MIN_BLOCK : max;
+  ca_block_t *any = mine && mine->size == rounded ? NULL : ca_bins_find(&pool->bins, rounded, tighter);
+  ca_block_t *b = any ? any : mine;
   if (!b) return NULL;
-  ca_fence_t *f = NULL;
-  if (b == mine) {
-    f = b->fence;
-    ca_queue_remove(d, b);
-  } else {
-    q = NULL;
-    ca_bins_remove(&pool->bins, b);
-  }
-  trim_tail(d, pool, b, rounded, q, f);
-  if (!q) ca_stat_add(&d->stats.active_bytes, (int64_t)b->size); /* pending blocks were active already */
+  bool pending = b == mine;
+  b = cut(d, pool, b, rounded, pending);
+  if (!pending) ca_stat_add(&d->stats.active_bytes, (int64_t)b->size); /* pending blocks were active already */
   b->state = CA_LIVE;
   b->queue = NULL;
   b->fence = NULL;

@@ -188,3 +188,65 @@ Test(unit_bins, each_visits_the_largest_bins_first_and_stops_when_told) {
   for (int i = 0; i < 6; i++) ca_bins_remove(bins, blocks[i]), free(blocks[i]);
   free(bins);
 }
+
+/* Blocks resized in place (a split's rest shrinks, a merge grows) must be
+ * found as if removed and inserted at their new size: find stays the
+ * exact best fit, the byte count follows, and the block sits in its new
+ * size's bin. Returns the finds that disagreed with a linear search. */
+static int wrong_finds_after_resizes(bool resize_stays) {
+  ca_debug.bins_resize_stays = resize_stays;
+  uint64_t rng = 7;
+  ca_bins_t *bins = new_bins();
+  ca_block_t *blocks[CA_BINS_SL];
+  size_t bytes = 0;
+  for (int i = 0; i < CA_BINS_SL; i++) {
+    ca_bins_insert(bins, blocks[i] = block(random_size(&rng)));
+    bytes += blocks[i]->size;
+  }
+  int wrong = 0, moved = 0, stayed = 0;
+  for (int round = 0; round < 2000; round++) {
+    ca_block_t *b = blocks[rng_next(&rng) % CA_BINS_SL];
+    size_t old = b->size;
+    /* within its bin now and then (a few units), else anywhere */
+    b->size = rng_next(&rng) % 2 ? random_size(&rng) : old + CA_MIN_BLOCK * (rng_next(&rng) % 3);
+    int fl = b->bin_fl, sl = b->bin_sl;
+    ca_bins_resized(bins, b, old);
+    bytes += b->size - old;
+    if (b->bin_fl == fl && b->bin_sl == sl) stayed++;
+    else moved++;
+    size_t min = random_size(&rng), best = 0;
+    for (int i = 0; i < CA_BINS_SL; i++)
+      if (blocks[i]->size >= min && (!best || blocks[i]->size < best)) best = blocks[i]->size;
+    ca_block_t *got = ca_bins_find(bins, min, SIZE_MAX);
+    wrong += (got ? got->size : 0) != best;
+  }
+  ca_debug.bins_resize_stays = false;
+  cr_assert_eq(bins->bytes, bytes, "the byte count follows the resizes");
+  cr_assert_eq(bins->count, CA_BINS_SL);
+  if (!resize_stays) cr_assert(moved > 100 && stayed > 100, "both kinds of resize: %d moved, %d stayed", moved, stayed);
+  for (int i = 0; i < CA_BINS_SL; i++) ca_bins_remove(bins, blocks[i]), free(blocks[i]);
+  cr_assert(bins->count == 0 && bins->bytes == 0 && bins->fl_bitmap == 0, "emptied");
+  free(bins);
+  return wrong;
+}
+
+Test(unit_bins, a_resized_block_is_found_at_its_new_size) { cr_assert_eq(wrong_finds_after_resizes(false), 0); }
+
+Test(unit_bins, a_resize_that_leaves_the_block_in_its_old_bin_is_caught) {
+  cr_assert_gt(wrong_finds_after_resizes(true), 0, "a block in the wrong bin is missed or found too small");
+}
+
+Test(unit_bins, a_bin_that_starts_past_the_maximum_ends_the_search) {
+  /* 1 MiB only: a search up to 1 MiB - 512 finds nothing; up to 1 MiB finds it;
+   * a block in the request's own bin is still found under a tight maximum. */
+  ca_bins_t *bins = new_bins();
+  ca_block_t *big = block(1 << 20), *own = block(65536 + 2048);
+  ca_bins_insert(bins, big);
+  cr_assert_null(ca_bins_find(bins, 65536, (1 << 20) - 512));
+  cr_assert_eq(ca_bins_find(bins, 65536, 1 << 20), big);
+  ca_bins_insert(bins, own);
+  cr_assert_eq(ca_bins_find(bins, 65536, 65536 + 2048), own, "the own bin under a tight maximum");
+  cr_assert_null(ca_bins_find(bins, 65536 + 2560, 65536 + 4096), "neither: the own bin's is too small");
+  ca_bins_remove(bins, big), ca_bins_remove(bins, own);
+  free(big), free(own), free(bins);
+}
