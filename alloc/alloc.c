@@ -259,13 +259,14 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
   bool unsure = rc && rc != CUDA_ERROR_INVALID_HANDLE;
   if (unsure) rc = CUDA_SUCCESS;
   ca_block_t *b = NULL;
+  size_t slot;
   /* a block in a thread's front cache is freed already */
-  if (!rc && (!(b = ca_ptrmap_get(&d->live, p)) || !ca_tcache_disown(b))) {
+  if (!rc && (!(b = ca_ptrmap_get_slot(&d->live, p, &slot)) || !ca_tcache_disown(b))) {
     b = NULL;
     rc = bad_free(d, p);
   }
   if (b) {
-    ca_ptrmap_remove(&d->live, p);
+    ca_ptrmap_remove_slot(&d->live, slot);
     ca_tcache_on_free(d, b, false);
     ca_peak_on_free(d, b);
     ca_queue_count_freed(d, b, true);

@@ -45,10 +45,9 @@ static size_t bin_floor(int fl, int sl) {
 
 void ca_bins_init(ca_bins_t *bins) { memset(bins, 0, sizeof *bins); }
 
-/* The list, bitmaps and count of b's bin (bytes are the callers'). */
-static void link_block(ca_bins_t *bins, ca_block_t *b) {
-  int fl, sl;
-  bin_of(b->size, &fl, &sl);
+/* The list, bitmaps and count of bin (fl, sl), b's size's (bytes are
+ * the callers'). */
+static inline void link_block(ca_bins_t *bins, ca_block_t *b, int fl, int sl) {
   b->bin_prev = NULL;
   b->bin_next = bins->heads[fl][sl];
   if (b->bin_next) b->bin_next->bin_prev = b;
@@ -62,7 +61,7 @@ static void link_block(ca_bins_t *bins, ca_block_t *b) {
   b->bin_sl = (uint8_t)sl;
 }
 
-static void unlink_block(ca_bins_t *bins, ca_block_t *b) {
+static inline void unlink_block(ca_bins_t *bins, ca_block_t *b) {
   int fl = b->bin_fl, sl = b->bin_sl;
   if (b->bin_prev) b->bin_prev->bin_next = b->bin_next;
   else bins->heads[fl][sl] = b->bin_next;
@@ -79,7 +78,9 @@ static void unlink_block(ca_bins_t *bins, ca_block_t *b) {
 
 void ca_bins_insert(ca_bins_t *bins, ca_block_t *b) {
   ca_assert(!b->in_bins && b->size && b->size % CA_MIN_BLOCK == 0);
-  link_block(bins, b);
+  int fl, sl;
+  bin_of(b->size, &fl, &sl);
+  link_block(bins, b, fl, sl);
   bins->bytes += b->size;
 }
 
@@ -99,7 +100,7 @@ void ca_bins_resized(ca_bins_t *bins, ca_block_t *b, size_t old_size) {
   bin_of(b->size, &fl, &sl);
   if ((fl != b->bin_fl || sl != b->bin_sl) && !CA_DEBUG(bins_resize_stays)) {
     unlink_block(bins, b);
-    link_block(bins, b);
+    link_block(bins, b, fl, sl);
   } else if (b->size > bins->bound[b->bin_fl][b->bin_sl]) {
     bins->bound[b->bin_fl][b->bin_sl] = b->size;
   }

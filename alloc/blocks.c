@@ -53,16 +53,11 @@ ca_block_t *ca_block_split(ca_device_t *d, ca_block_t *b, size_t offset) {
 
 ca_block_t *ca_block_split_front(ca_device_t *d, ca_block_t *b, size_t offset) {
   ca_assert(offset && offset < b->size && offset % CA_MIN_BLOCK == 0);
-  ca_block_t *head = ca_block_new(d);
-  if (!head) return NULL;
-  head->addr = b->addr;
-  head->size = offset;
-  head->seg = b->seg;
-  head->state = b->state;
-  head->kind = b->kind;
-  head->queue = b->queue;
-  head->prev = b->prev;
-  head->next = b;
+  ca_block_t *head = d->spare_blocks;
+  if (head) d->spare_blocks = head->next;
+  else if (!(head = malloc(sizeof *head))) return NULL;
+  *head = (ca_block_t){.addr = b->addr, .size = offset, .seg = b->seg, .state = b->state, .kind = b->kind,
+                       .queue = b->queue, .prev = b->prev, .next = b};
   if (b->prev) b->prev->next = head;
   else b->seg->first = head;
   b->prev = head;

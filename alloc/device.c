@@ -136,17 +136,19 @@ CUresult ca_current_device(ca_device_t **out) {
 
 static bool holds(ca_device_t *d, uintptr_t p) {
   if (!d->ready) return false;
-  if (ca_config.expandable_segments) return p >= d->va_base && p < d->va_base + d->va_size;
+  if (ca_config.expandable_segments) return p - d->va_base < d->va_size;
   return ca_segment_of(d, p) != NULL;
 }
 
 ca_device_t *ca_device_lock_owner(uintptr_t p) {
-  for (int i = 0; i < ca_state.ndevices; i++) {
+  bool expandable = ca_config.expandable_segments;
+  for (int i = 0, n = ca_state.ndevices; i < n; i++) {
     ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
     if (!d || !__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) continue;
     /* The reservation never moves while the device is ready, so the
-     * expandable range can be tested before taking the lock. */
-    if (ca_config.expandable_segments && (p < d->va_base || p >= d->va_base + d->va_size)) continue;
+     * expandable range can be tested before taking the lock (one compare:
+     * below the base wraps around past the size). */
+    if (expandable && p - d->va_base >= d->va_size) continue;
     pthread_mutex_lock(&d->lock);
     if (holds(d, p)) return d;
     pthread_mutex_unlock(&d->lock);

@@ -35,9 +35,9 @@ static bool should_split(const ca_pool_t *pool, const ca_block_t *b, size_t roun
  * one. Otherwise b leaves those lists whole. */
 static ca_block_t *cut(ca_device_t *d, ca_pool_t *pool, ca_block_t *b, size_t rounded, bool pending) {
   ca_bins_t *bins = pending ? b->queue->bins[pool->id] : &pool->bins;
-  if (should_split(pool, b, rounded) && ca_block_reserve(d, 1)) {
-    size_t old = b->size;
-    ca_block_t *head = ca_block_split_front(d, b, rounded);
+  size_t old = b->size;
+  ca_block_t *head = should_split(pool, b, rounded) ? ca_block_split_front(d, b, rounded) : NULL;
+  if (head) {   /* else no host memory for a struct: b goes whole */
     ca_bins_resized(bins, b, old);
     return head;
   }

@@ -59,10 +59,13 @@ ca_block_t *ca_ptrmap_get(const ca_ptrmap_t *m, uintptr_t addr) {
   return i == SIZE_MAX ? NULL : m->vals[i];
 }
 
-ca_block_t *ca_ptrmap_remove(ca_ptrmap_t *m, uintptr_t addr) {
-  size_t i = find_slot(m, addr);
-  if (i == SIZE_MAX) return NULL;
-  ca_block_t *b = m->vals[i];
+ca_block_t *ca_ptrmap_get_slot(const ca_ptrmap_t *m, uintptr_t addr, size_t *slot) {
+  size_t i = *slot = find_slot(m, addr);
+  return i == SIZE_MAX ? NULL : m->vals[i];
+}
+
+void ca_ptrmap_remove_slot(ca_ptrmap_t *m, size_t i) {
+  ca_assert(i < m->cap && m->keys[i]);
   /* Shift later members of the probe run back so no gap breaks a lookup. */
   for (size_t j = (i + 1) & (m->cap - 1); m->keys[j]; j = (j + 1) & (m->cap - 1)) {
     size_t home = slot_of(m->keys[j], m->cap);
@@ -75,6 +78,13 @@ ca_block_t *ca_ptrmap_remove(ca_ptrmap_t *m, uintptr_t addr) {
   m->keys[i] = 0;
   m->vals[i] = NULL;
   m->count--;
+}
+
+ca_block_t *ca_ptrmap_remove(ca_ptrmap_t *m, uintptr_t addr) {
+  size_t i = find_slot(m, addr);
+  if (i == SIZE_MAX) return NULL;
+  ca_block_t *b = m->vals[i];
+  ca_ptrmap_remove_slot(m, i);
   return b;
 }
 

@@ -11,15 +11,10 @@ static size_t home(const ca_device_t *d, ca_stream_t s, uint64_t owner) {
   return (size_t)(h >> 32) & (d->qtable_cap - 1);
 }
 
-/* A program allocates and frees on one stream at a time: the last queue
- * found answers most lookups with one compare. It is forgotten with its
- * queue, so it is always a queue of the table. */
-ca_queue_t *ca_qtable_get(ca_device_t *d, ca_stream_t stream, uint64_t owner) {
-  ca_queue_t *q = d->qtable_last;
-  if (q && q->stream == stream && q->owner == owner) return q;
+ca_queue_t *ca_qtable_lookup(ca_device_t *d, ca_stream_t stream, uint64_t owner) {
   if (!d->qtable_cap) return NULL;
   for (size_t i = home(d, stream, owner);; i = (i + 1) & (d->qtable_cap - 1)) {
-    q = d->qtable[i];
+    ca_queue_t *q = d->qtable[i];
     if (!q) return NULL;
     if (q->stream == stream && q->owner == owner) return d->qtable_last = q;
   }

@@ -7,8 +7,17 @@
 
 #include "types.h"
 
-/* The live (not destroyed) queue of stream and owner, or NULL. */
-ca_queue_t *ca_qtable_get(ca_device_t *d, ca_stream_t stream, uint64_t owner);
+/* The live (not destroyed) queue of stream and owner, or NULL, from the
+ * hash (and remembered as the last found). */
+ca_queue_t *ca_qtable_lookup(ca_device_t *d, ca_stream_t stream, uint64_t owner);
+/* The same. A program allocates and frees on one stream at a time: the
+ * last queue found answers most lookups with one compare. It is forgotten
+ * with its queue, so it is always a queue of the table. */
+static inline ca_queue_t *ca_qtable_get(ca_device_t *d, ca_stream_t stream, uint64_t owner) {
+  ca_queue_t *q = d->qtable_last;
+  if (q && q->stream == stream && q->owner == owner) return q;
+  return ca_qtable_lookup(d, stream, owner);
+}
 /* Files a new queue in the hash and the list of all; false: no memory. */
 bool ca_qtable_put(ca_device_t *d, ca_queue_t *q);
 /* Takes q out of the hash (a destroyed stream's value may be reused). */

@@ -35,10 +35,10 @@ static bool grow(ca_sitelive_t *t) {
   return true;
 }
 
-/* The entry of site, made when missing; the lost entry when no room. */
-static ca_site_live_t *entry(ca_sitelive_t *t, void *site) {
-  ca_site_live_t *e = t->last;
-  if (e && (e->site == site || CA_DEBUG(sitelive_memo_any_site))) return e;
+/* The entry of site, made when missing; the lost entry when no room.
+ * Out of line: the memo's hit needs no registers saved. */
+static __attribute__((noinline)) ca_site_live_t *lookup(ca_sitelive_t *t, void *site) {
+  ca_site_live_t *e;
   if (t->cap) {
     e = probe(t->slots, t->cap, site);
     if (e->used) return t->last = e;
@@ -50,12 +50,24 @@ static ca_site_live_t *entry(ca_sitelive_t *t, void *site) {
   return t->last = e;
 }
 
+static ca_site_live_t *entry(ca_sitelive_t *t, void *site) {
+  ca_site_live_t *e = t->last;
+  if (e && (e->site == site || CA_DEBUG(sitelive_memo_any_site))) return e;
+  return lookup(t, site);
+}
+
 void ca_sitelive_add(ca_sitelive_t *t, const ca_block_t *b, int sign) {
   ca_site_live_t *e = entry(t, b->site);
-  if (sign < 0 && e->count == 0 && e != &t->lost) e = &t->lost;   /* counted there when it arrived */
-  e->bytes += sign * (int64_t)b->size;
-  e->requested += sign * (int64_t)b->requested;
-  e->count += sign;
+  if (sign > 0) {
+    e->bytes += (int64_t)b->size;
+    e->requested += (int64_t)b->requested;
+    e->count++;
+    return;
+  }
+  if (e->count == 0 && e != &t->lost) e = &t->lost;   /* counted there when it arrived */
+  e->bytes -= (int64_t)b->size;
+  e->requested -= (int64_t)b->requested;
+  e->count--;
 }
 
 static int by_bytes(const void *a, const void *b) {

@@ -160,3 +160,22 @@ Test(unit_ptrmap, random_churn_matches_a_model) {
   for (size_t i = 0; i < 1500; i++) cr_assert_eq(ca_ptrmap_get(&m, blk(i)->addr), present[i] ? blk(i) : NULL);
   ca_ptrmap_free(&m);
 }
+
+/* A free's single lookup: get_slot says where the key sits (SIZE_MAX for
+ * a key not there), and removing that slot keeps the rest of its chain. */
+Test(unit_ptrmap, a_lookup_remembers_its_slot_for_the_removal) {
+  size_t keys[3];
+  colliding(3, -1, keys);
+  ca_ptrmap_t m = {0};
+  for (int k = 0; k < 3; k++) cr_assert(ca_ptrmap_insert(&m, blk(keys[k])));
+  size_t slot = 0;
+  cr_assert_null(ca_ptrmap_get_slot(&m, blk(KEYS - 1)->addr, &slot));
+  cr_assert_eq(slot, SIZE_MAX, "a key not in the map has no slot");
+  cr_assert_eq(ca_ptrmap_get_slot(&m, blk(keys[0])->addr, &slot), blk(keys[0]));
+  cr_assert_eq(m.keys[slot], blk(keys[0])->addr, "the slot is where the key sits");
+  ca_ptrmap_remove_slot(&m, slot);   /* the head of the chain: the others shift back */
+  cr_assert_null(ca_ptrmap_get(&m, blk(keys[0])->addr));
+  cr_assert_eq(m.count, 2);
+  assert_holds(&m, keys + 1, 2, "after removing the chain's head by its slot");
+  ca_ptrmap_free(&m);
+}
