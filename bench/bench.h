@@ -40,6 +40,34 @@ static inline uint32_t *bench_sizes(size_t n, uint32_t lo, uint32_t hi, uint64_t
   return s;
 }
 
+/* A PyTorch-like size mix: what one transformer training step under
+ * autocast asks for (docs/benchmarks.md): many sub-KiB scalars (losses,
+ * grad-norm partials, loss scales), norm weights and their gradients,
+ * MiB activations, attention scores and MLP intermediates of tens of MiB,
+ * and now and then the logits, about 100 MiB. bench_alloc's (m) and
+ * pair_instructions' mix. */
+static inline uint32_t *bench_mix_sizes(size_t n, uint64_t seed) {
+  static const struct { unsigned weight; uint32_t lo, hi; } bands[] = {
+      {40, 4, 1024},                      /* scalars and small vectors, fp32 */
+      {25, 2u << 10, 64u << 10},          /* layernorm weights and biases, their grads */
+      {25, 1u << 20, 32u << 20},          /* activations (batch x seq x hidden, bf16) */
+      {8, 32u << 20, 96u << 20},          /* attention scores, MLP intermediates */
+      {2, 96u << 20, 128u << 20},         /* logits (batch x seq x vocab) */
+  };
+  uint32_t *s = malloc(n * sizeof *s);
+  if (!s) return NULL;
+  for (size_t i = 0; i < n; i++) {
+    unsigned pick = (unsigned)(bench_rand(&seed) % 100), b = 0;
+    while (pick >= bands[b].weight) pick -= bands[b++].weight;
+    uint64_t one = bench_rand(&seed);
+    uint32_t *v = bench_sizes(1, bands[b].lo, bands[b].hi, one);
+    if (!v) return free(s), NULL;
+    s[i] = *v;
+    free(v);
+  }
+  return s;
+}
+
 static int bench_cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;

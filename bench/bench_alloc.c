@@ -301,33 +301,6 @@ static row_t *scenario(const char *name, const uint32_t *sizes, size_t pairs, bo
   return scenario_on(name, sizes, 1, pairs, free_sync, target);
 }
 
-/* A PyTorch-like size mix: what one transformer training step under
- * autocast asks for (docs/benchmarks.md): many sub-KiB scalars (losses,
- * grad-norm partials, loss scales), norm weights and their gradients,
- * MiB activations, attention scores and MLP intermediates of tens of MiB,
- * and now and then the logits, about 100 MiB. */
-static uint32_t *mix_sizes(size_t n, uint64_t seed) {
-  static const struct { unsigned weight; uint32_t lo, hi; } bands[] = {
-      {40, 4, 1024},                      /* scalars and small vectors, fp32 */
-      {25, 2u << 10, 64u << 10},          /* layernorm weights and biases, their grads */
-      {25, 1u << 20, 32u << 20},          /* activations (batch x seq x hidden, bf16) */
-      {8, 32u << 20, 96u << 20},          /* attention scores, MLP intermediates */
-      {2, 96u << 20, 128u << 20},         /* logits (batch x seq x vocab) */
-  };
-  uint32_t *s = malloc(n * sizeof *s);
-  if (!s) return NULL;
-  for (size_t i = 0; i < n; i++) {
-    unsigned pick = (unsigned)(bench_rand(&seed) % 100), b = 0;
-    while (pick >= bands[b].weight) pick -= bands[b++].weight;
-    uint64_t one = bench_rand(&seed);
-    uint32_t *v = bench_sizes(1, bands[b].lo, bands[b].hi, one);
-    if (!v) return free(s), NULL;
-    s[i] = *v;
-    free(v);
-  }
-  return s;
-}
-
 /* The same pairs on one stream and on STREAMS streams (round-robin, each
  * stream with its own window): the cost of many streams, for cudalloc,
  * beside the other allocators' cost of the larger working set. */
@@ -617,7 +590,7 @@ static void parse(int argc, char **argv) {
 
 static void single_thread(void) {
   uint32_t *gpu = bench_sizes(SEQ, 512, 8u << 20, 1), *tiny = bench_sizes(SEQ, 16, 1024, 2),
-           *mix = mix_sizes(SEQ, 3);
+           *mix = bench_mix_sizes(SEQ, 3);
   if (!gpu || !tiny || !mix) die("malloc", 0);
   start("");
   row_t *gpu_caller = scenario("(a) GPU-like 512 B..8 MiB", gpu, opt.pairs, false, TARGET_GPU_RATIO);
