@@ -52,6 +52,7 @@ static ca_block_t *cut(ca_device_t *d, ca_pool_t *pool, ca_block_t *b, size_t ro
 ca_block_t *ca_pool_take(ca_device_t *d, ca_pool_t *pool, size_t rounded, ca_stream_t stream) {
   size_t max = max_fit(rounded);
   ca_queue_t *q = stream ? ca_queue_find(d, stream, false) : NULL;
+  uint64_t owner = q ? q->owner : ca_stream_owner(ca_stream_normal(stream));   /* the stream's queue's by its making */
   ca_block_t *mine = q && q->bins[pool->id] ? ca_bins_find(q->bins[pool->id], rounded, max) : NULL;
   if (CA_DEBUG(reuse_pending_anywhere) && !mine) mine = ca_queue_find_any(d, pool, rounded, max, &q);
   size_t tighter = mine ? mine->size - CA_MIN_BLOCK : max;
@@ -65,7 +66,7 @@ ca_block_t *ca_pool_take(ca_device_t *d, ca_pool_t *pool, size_t rounded, ca_str
   b->queue = NULL;
   b->fence = NULL;
   b->stream = stream ? stream : CA_STREAM_LEGACY;   /* free_mode:stream's cudaFree fences that */
-  b->owner = ca_stream_owner(b->stream);
+  b->owner = owner;
   return b;
 }
 

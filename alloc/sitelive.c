@@ -5,11 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static ca_sitelive_t tables[CA_MAX_DEVICES];
+ca_sitelive_t ca_sitelive_tables[CA_MAX_DEVICES];
 /* A fork child's view of its parent's tables: kept reachable, never used. */
 static ca_site_live_t *volatile abandoned[CA_MAX_DEVICES];
-
-ca_sitelive_t *ca_sitelive_of(const ca_device_t *d) { return &tables[d->ordinal]; }
 
 static size_t slot_of(const void *site, size_t cap) {
   uint64_t h = (uint64_t)(uintptr_t)site * 0x9E3779B97F4A7C15ull;
@@ -36,8 +34,8 @@ static bool grow(ca_sitelive_t *t) {
 }
 
 /* The entry of site, made when missing; the lost entry when no room.
- * Out of line: the memo's hit needs no registers saved. */
-static __attribute__((noinline)) ca_site_live_t *lookup(ca_sitelive_t *t, void *site) {
+ */
+static ca_site_live_t *lookup(ca_sitelive_t *t, void *site) {
   ca_site_live_t *e;
   if (t->cap) {
     e = probe(t->slots, t->cap, site);
@@ -50,14 +48,11 @@ static __attribute__((noinline)) ca_site_live_t *lookup(ca_sitelive_t *t, void *
   return t->last = e;
 }
 
-static ca_site_live_t *entry(ca_sitelive_t *t, void *site) {
+/* The inline memo's miss (sitelive.h), or a free its site's entry never
+ * counted. */
+void ca_sitelive_add_slow(ca_sitelive_t *t, const ca_block_t *b, int sign) {
   ca_site_live_t *e = t->last;
-  if (e && (e->site == site || CA_DEBUG(sitelive_memo_any_site))) return e;
-  return lookup(t, site);
-}
-
-void ca_sitelive_add(ca_sitelive_t *t, const ca_block_t *b, int sign) {
-  ca_site_live_t *e = entry(t, b->site);
+  if (!e || !(e->site == b->site || CA_DEBUG(sitelive_memo_any_site))) e = lookup(t, b->site);
   if (sign > 0) {
     e->bytes += (int64_t)b->size;
     e->requested += (int64_t)b->requested;
@@ -101,8 +96,8 @@ void ca_sitelive_clear(ca_sitelive_t *t) {
 
 void ca_sitelive_forget(bool abandon) {
   for (int i = 0; i < CA_MAX_DEVICES; i++) {
-    if (abandon) abandoned[i] = tables[i].slots;
-    else free(tables[i].slots);
-    memset(&tables[i], 0, sizeof tables[i]);
+    if (abandon) abandoned[i] = ca_sitelive_tables[i].slots;
+    else free(ca_sitelive_tables[i].slots);
+    memset(&ca_sitelive_tables[i], 0, sizeof ca_sitelive_tables[i]);
   }
 }

@@ -25,10 +25,23 @@ typedef struct ca_sitelive_s {
   ca_site_live_t lost;          /* blocks whose site found no room (no host memory) */
 } ca_sitelive_t;
 
+extern ca_sitelive_t ca_sitelive_tables[CA_MAX_DEVICES];
 /* The table of device d (the caller holds d's lock). */
-ca_sitelive_t *ca_sitelive_of(const ca_device_t *d);
-/* b became live (sign +1) or stopped being live (sign -1). */
-void ca_sitelive_add(ca_sitelive_t *t, const ca_block_t *b, int sign);
+static inline ca_sitelive_t *ca_sitelive_of(const ca_device_t *d) { return &ca_sitelive_tables[d->ordinal]; }
+void ca_sitelive_add_slow(ca_sitelive_t *t, const ca_block_t *b, int sign);
+/* b became live (sign +1) or stopped being live (sign -1). Every
+ * allocation and free comes here: the memo of the last entry found (a
+ * site allocates and frees in runs) answers inline. */
+static inline void ca_sitelive_add(ca_sitelive_t *t, const ca_block_t *b, int sign) {
+  ca_site_live_t *e = t->last;
+  if (!e || e->site != b->site || CA_DEBUG(sitelive_memo_any_site) || (sign < 0 && e->count == 0)) {
+    ca_sitelive_add_slow(t, b, sign);
+    return;
+  }
+  e->bytes += sign > 0 ? (int64_t)b->size : -(int64_t)b->size;
+  e->requested += sign > 0 ? (int64_t)b->requested : -(int64_t)b->requested;
+  e->count += sign > 0 ? 1 : -1;
+}
 /* Copies the entries holding bytes into out, which has room for
  * t->used + 1 (every entry and the lost one); returns their count. */
 size_t ca_sitelive_copy(const ca_sitelive_t *t, ca_site_live_t *out);
