@@ -140,18 +140,25 @@ static bool holds(ca_device_t *d, uintptr_t p) {
   return ca_segment_of(d, p) != NULL;
 }
 
+/* d, locked, if it holds p; else NULL, unlocked. The reservation never
+ * moves while the device is ready, so the expandable range can be tested
+ * before taking the lock (one compare: below the base wraps around past
+ * the size). */
+static ca_device_t *lock_if_holds(ca_device_t *d, uintptr_t p) {
+  if (!d || !__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) return NULL;
+  if (ca_config.expandable_segments && p - d->va_base >= d->va_size) return NULL;
+  pthread_mutex_lock(&d->lock);
+  if (holds(d, p)) return d;
+  pthread_mutex_unlock(&d->lock);
+  return NULL;
+}
+
 ca_device_t *ca_device_lock_owner(uintptr_t p) {
-  bool expandable = ca_config.expandable_segments;
-  for (int i = 0, n = ca_state.ndevices; i < n; i++) {
-    ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
-    if (!d || !__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) continue;
-    /* The reservation never moves while the device is ready, so the
-     * expandable range can be tested before taking the lock (one compare:
-     * below the base wraps around past the size). */
-    if (expandable && p - d->va_base >= d->va_size) continue;
-    pthread_mutex_lock(&d->lock);
-    if (holds(d, p)) return d;
-    pthread_mutex_unlock(&d->lock);
+  int n = ca_state.ndevices;
+  if (n == 1) return lock_if_holds(__atomic_load_n(&ca_state.devices[0], __ATOMIC_ACQUIRE), p);
+  for (int i = 0; i < n; i++) {
+    ca_device_t *d = lock_if_holds(__atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE), p);
+    if (d) return d;
   }
   return NULL;
 }

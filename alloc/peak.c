@@ -61,26 +61,43 @@ static void copy(ca_device_t *d, snap_t *s, int64_t value, uint64_t step) {
   s->since = 0;
 }
 
-void ca_peak_on_alloc(ca_device_t *d, const ca_block_t *b) {
-  ca_sitelive_t *t = ca_sitelive_of(d);
-  ca_sitelive_add(t, b, +1);
-  peak_dev_t *p = &peaks[d->ordinal];
+/* What an allocation or a free may have to do besides counting: out of
+ * line, so that the common case (no peak reached, no sampling) makes no
+ * call and saves no registers. */
+static __attribute__((noinline)) void alloc_rare(ca_device_t *d, peak_dev_t *p, snap_t *s) {
   const cudalloc_stat_t *a = &d->stats.allocated_bytes, *r = &d->stats.reserved_bytes;
   if (a->current == a->peak) p->alloc_peak_step = ca_step_current();
-  snap_t *s = &p->snap[CA_PEAK_RESERVED];
-  s->since++;
-  if (r->current == r->peak && due(s, r->peak, t->used)) copy(d, s, r->current, ca_step_current());
+  if (r->current == r->peak && due(s, r->peak, ca_sitelive_of(d)->used)) copy(d, s, r->current, ca_step_current());
   if (ca_config.sample_ms) ca_creep_tick(d);
 }
 
-void ca_peak_on_free(ca_device_t *d, const ca_block_t *b) {
-  ca_sitelive_t *t = ca_sitelive_of(d);
-  peak_dev_t *p = &peaks[d->ordinal];
+static __attribute__((noinline)) void free_rare(ca_device_t *d, peak_dev_t *p, snap_t *s) {
   const cudalloc_stat_t *a = &d->stats.allocated_bytes;
+  if (a->current == a->peak && due(s, a->peak, ca_sitelive_of(d)->used)) copy(d, s, a->current, p->alloc_peak_step);
+}
+
+/* A copy may be due only at a peak above the copy's (due()): reserved
+ * memory stays at its peak for long, with its copy taken. */
+static bool may_be_due(const snap_t *s, const cudalloc_stat_t *st) {
+  return st->current == st->peak && (!s->any || st->peak > s->taken_at);
+}
+
+void ca_peak_on_alloc(ca_device_t *d, const ca_block_t *b) {
+  ca_sitelive_add(ca_sitelive_of(d), b, +1);
+  peak_dev_t *p = &peaks[d->ordinal];
+  snap_t *s = &p->snap[CA_PEAK_RESERVED];
+  s->since++;
+  const cudalloc_stat_t *a = &d->stats.allocated_bytes, *r = &d->stats.reserved_bytes;
+  if (a->current == a->peak || may_be_due(s, r) || ca_config.sample_ms) alloc_rare(d, p, s);
+}
+
+void ca_peak_on_free(ca_device_t *d, const ca_block_t *b) {
+  peak_dev_t *p = &peaks[d->ordinal];
   snap_t *s = &p->snap[CA_PEAK_ALLOCATED];
   s->since++;
-  if (a->current == a->peak && due(s, a->peak, t->used)) copy(d, s, a->current, p->alloc_peak_step);
-  if (!CA_DEBUG(sites_miss_frees)) ca_sitelive_add(t, b, -1);
+  const cudalloc_stat_t *a = &d->stats.allocated_bytes;
+  if (may_be_due(s, a)) free_rare(d, p, s);
+  if (!CA_DEBUG(sites_miss_frees)) ca_sitelive_add(ca_sitelive_of(d), b, -1);
   if (ca_config.sample_ms) ca_creep_tick(d);
 }
 
