@@ -53,9 +53,11 @@ uint64_t ca_stream_owner(ca_stream_t stream) {
   return stream == CA_STREAM_PER_THREAD && !CA_DEBUG(shared_per_thread) ? thread_tag() : 0;
 }
 
-static ca_queue_t *queue_find(ca_device_t *d, ca_stream_t stream, uint64_t owner, bool create) {
-  ca_queue_t *q = ca_qtable_get(d, stream, owner);
-  if (q || !create || !(q = calloc(1, sizeof *q))) return q;
+/* Out of line: the lookups that find their queue (nearly all) need no
+ * registers saved. */
+static __attribute__((noinline)) ca_queue_t *queue_new(ca_device_t *d, ca_stream_t stream, uint64_t owner) {
+  ca_queue_t *q = calloc(1, sizeof *q);
+  if (!q) return NULL;
   q->stream = stream;
   q->owner = owner;
   if (!ca_qtable_put(d, q)) {
@@ -64,6 +66,11 @@ static ca_queue_t *queue_find(ca_device_t *d, ca_stream_t stream, uint64_t owner
   }
   d->nqueues++;
   return q;
+}
+
+static ca_queue_t *queue_find(ca_device_t *d, ca_stream_t stream, uint64_t owner, bool create) {
+  ca_queue_t *q = ca_qtable_get(d, stream, owner);
+  return q || !create ? q : queue_new(d, stream, owner);
 }
 
 static void queue_free(ca_device_t *d, ca_queue_t *q) {
