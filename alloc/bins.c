@@ -45,35 +45,36 @@ static size_t bin_floor(int fl, int sl) {
 
 void ca_bins_init(ca_bins_t *bins) { memset(bins, 0, sizeof *bins); }
 
-/* The list, bitmaps and count of bin (fl, sl), b's size's (bytes are
- * the callers'). */
+/* Into bin (fl, sl), b's size's: a bin's bits are set while it holds a
+ * block, so only a bin that was empty sets them. */
 static inline void link_block(ca_bins_t *bins, ca_block_t *b, int fl, int sl) {
+  ca_block_t *head = bins->heads[fl][sl];
   b->bin_prev = NULL;
-  b->bin_next = bins->heads[fl][sl];
-  if (b->bin_next) b->bin_next->bin_prev = b;
+  b->bin_next = head;
+  if (head) {
+    head->bin_prev = b;
+  } else {
+    bins->fl_bitmap |= 1ull << fl;
+    bins->sl_bitmap[fl] |= 1u << sl;
+  }
   bins->heads[fl][sl] = b;
   if (b->size > bins->bound[fl][sl]) bins->bound[fl][sl] = b->size;
-  bins->fl_bitmap |= 1ull << fl;
-  bins->sl_bitmap[fl] |= 1u << sl;
-  bins->count++;
-  b->in_bins = 1;
   b->bin_fl = (uint8_t)fl;
   b->bin_sl = (uint8_t)sl;
 }
 
+/* Out of its bin, whose bits go when it empties; b's own links are left
+ * for the caller to reset or overwrite. */
 static inline void unlink_block(ca_bins_t *bins, ca_block_t *b) {
   int fl = b->bin_fl, sl = b->bin_sl;
-  if (b->bin_prev) b->bin_prev->bin_next = b->bin_next;
-  else bins->heads[fl][sl] = b->bin_next;
-  if (b->bin_next) b->bin_next->bin_prev = b->bin_prev;
-  if (!bins->heads[fl][sl]) {
+  ca_block_t *prev = b->bin_prev, *next = b->bin_next;
+  if (next) next->bin_prev = prev;
+  if (prev) {
+    prev->bin_next = next;
+  } else if (!(bins->heads[fl][sl] = next)) {
     bins->bound[fl][sl] = 0;
-    bins->sl_bitmap[fl] &= ~(1u << sl);
-    if (!bins->sl_bitmap[fl]) bins->fl_bitmap &= ~(1ull << fl);
+    if (!(bins->sl_bitmap[fl] &= ~(1u << sl))) bins->fl_bitmap &= ~(1ull << fl);
   }
-  b->bin_prev = b->bin_next = NULL;
-  bins->count--;
-  b->in_bins = 0;
 }
 
 void ca_bins_insert(ca_bins_t *bins, ca_block_t *b) {
@@ -81,18 +82,24 @@ void ca_bins_insert(ca_bins_t *bins, ca_block_t *b) {
   int fl, sl;
   bin_of(b->size, &fl, &sl);
   link_block(bins, b, fl, sl);
+  b->in_bins = 1;
+  bins->count++;
   bins->bytes += b->size;
 }
 
 void ca_bins_remove(ca_bins_t *bins, ca_block_t *b) {
   ca_assert(b->in_bins);
   unlink_block(bins, b);
+  b->bin_prev = b->bin_next = NULL;
+  b->in_bins = 0;
+  bins->count--;
   bins->bytes -= b->size;
 }
 
-/* A split or a merge changes a size by less than its bin's width most of
- * the time: the block then stays where it is. A bin's bound only needs to
- * follow a block that grew. */
+/* A split's rest or a merge's survivor: within its bin's width it stays
+ * where it is (a bin's bound only follows a block that grew), else it
+ * moves bins with no change of count. On the GPU-like pairs most resizes
+ * move (a request is often more than 1/16 of what it is cut from). */
 void ca_bins_resized(ca_bins_t *bins, ca_block_t *b, size_t old_size) {
   ca_assert(b->in_bins && b->size && b->size % CA_MIN_BLOCK == 0);
   bins->bytes += b->size - old_size;
