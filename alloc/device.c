@@ -103,8 +103,9 @@ static CUresult device_setup(ca_device_t *d) {
   return CUDA_SUCCESS;
 }
 
-CUresult ca_device_get(int ordinal, ca_device_t **out) {
-  if (ordinal < 0 || ordinal >= ca_state.ndevices) return CUDA_ERROR_INVALID_DEVICE;
+/* A device not made or not set up yet: out of line, so that the lookup of
+ * a ready one (every allocation's) saves no registers. */
+static __attribute__((noinline)) CUresult device_get_slow(int ordinal, ca_device_t **out) {
   ca_device_t *d = __atomic_load_n(&ca_state.devices[ordinal], __ATOMIC_ACQUIRE);
   if (!d) {
     pthread_mutex_lock(&devices_lock);
@@ -126,6 +127,14 @@ CUresult ca_device_get(int ordinal, ca_device_t **out) {
   }
   *out = d;
   return rc;
+}
+
+CUresult ca_device_get(int ordinal, ca_device_t **out) {
+  if (ordinal < 0 || ordinal >= ca_state.ndevices) return CUDA_ERROR_INVALID_DEVICE;
+  ca_device_t *d = __atomic_load_n(&ca_state.devices[ordinal], __ATOMIC_ACQUIRE);
+  if (!d || !__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) return device_get_slow(ordinal, out);
+  *out = d;
+  return CUDA_SUCCESS;
 }
 
 CUresult ca_current_device(ca_device_t **out) {
