@@ -135,13 +135,7 @@ static size_t round_power2_division(size_t size, unsigned div) {
   return (size + step - 1) & ~(step - 1);
 }
 
-size_t ca_round_size(size_t size) {
-  if (size < CA_MIN_BLOCK) return CA_MIN_BLOCK;
-  if (ca_config.roundup_power2_divisions > 1)
-    size = round_power2_division(size, ca_config.roundup_power2_divisions);
+size_t ca_round_size_divided(size_t size) {
+  size = round_power2_division(size, ca_config.roundup_power2_divisions);
   return (size + CA_MIN_BLOCK - 1) & ~(size_t)(CA_MIN_BLOCK - 1);
-}
-
-ca_pool_t *ca_pool_for(ca_device_t *d, size_t rounded) {
-  return &d->pools[rounded <= CA_SMALL_REQUEST ? CA_POOL_SMALL : CA_POOL_LARGE];
 }

@@ -32,7 +32,17 @@ void ca_block_set_free(ca_block_t *b, ca_block_kind_t kind);
 ca_block_t *ca_block_coalesce_free(ca_device_t *d, ca_block_t *b);
 /* Makes a FREE mapped block of b (coalescing, into its pool's bins). */
 void ca_block_release(ca_device_t *d, ca_block_t *b);
-size_t ca_round_size(size_t size);
-ca_pool_t *ca_pool_for(ca_device_t *d, size_t rounded);
+/* ca_round_size with roundup_power2_divisions set (at least 512 bytes). */
+size_t ca_round_size_divided(size_t size);
+/* The size a request takes: a multiple of CA_MIN_BLOCK (inline: every
+ * allocation under the lock asks). */
+static inline size_t ca_round_size(size_t size) {
+  if (size < CA_MIN_BLOCK) return CA_MIN_BLOCK;
+  if (ca_config.roundup_power2_divisions > 1) return ca_round_size_divided(size);
+  return (size + CA_MIN_BLOCK - 1) & ~(size_t)(CA_MIN_BLOCK - 1);
+}
+static inline ca_pool_t *ca_pool_for(ca_device_t *d, size_t rounded) {
+  return &d->pools[rounded <= CA_SMALL_REQUEST ? CA_POOL_SMALL : CA_POOL_LARGE];
+}
 
 #endif /* CUDALLOC_BLOCKS_H */
