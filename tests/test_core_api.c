@@ -72,6 +72,24 @@ Test(core_api, foreign_pointer_is_rejected_and_changes_nothing) {
   CHECK_CONSISTENT();
 }
 
+/* The owner's range test is one compare (alloc/device.c: below the base
+ * wraps around past the size): the reservation's first and last bytes are
+ * the device's, the bytes just outside it and a low address are not.
+ * (With ">" for ">=" in both of its tests, "just past it" fails.) */
+Test(core_api, the_reservations_edges_decide_the_owner) {
+  SKIP_ON_CUDA("reads the simulated device's reservation");
+  core_start(NULL);
+  void *p;
+  cr_assert_eq(cudalloc_malloc(&p, 4096, 0), cudaSuccess);
+  ca_device_t *d = dev0();
+  cr_assert(ca_config.expandable_segments && d->va_size, "the default is one expandable reservation");
+  cr_assert(ca_owns((void *)d->va_base) && ca_owns((void *)(d->va_base + d->va_size - 1)));
+  cr_assert_not(ca_owns((void *)(d->va_base - 1)), "just below the reservation");
+  cr_assert_not(ca_owns((void *)(d->va_base + d->va_size)), "just past it");
+  cr_assert_not(ca_owns((void *)(uintptr_t)4096), "a low address");
+  cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
+}
+
 Test(core_api, double_free_is_reported_once_and_corrupts_nothing, .init = cr_redirect_stderr) {
   core_start(NULL);
   void *p, *q;
