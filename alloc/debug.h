@@ -28,6 +28,7 @@ typedef struct ca_debug_s {
   bool sites_miss_frees;        /* the per-site live totals ignore frees */
   bool stale_stream_devices;    /* threads keep their streams' devices through every change */
   bool qtable_no_shift;         /* the queue hash deletes without moving the run back */
+  bool merge_keeps_old_fence;   /* a merge in place leaves the survivor under its older fence */
   bool bins_resize_stays;       /* a block resized in its bins stays in its old bin */
   bool qtable_keep_last;
   bool sitelive_memo_any_site;  /* the per-site totals' memo answers for whatever site is asked */        /* the queue hash's memo of the last lookup outlives its queue */

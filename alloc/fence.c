@@ -155,7 +155,7 @@ void ca_queue_add(ca_device_t *d, ca_queue_t *q, ca_block_t *b) {
     ca_queue_remove(d, n);
     ca_block_absorb_next(d, p);
   }
-  if (keep->fence != &q->open) {
+  if (keep->fence != &q->open && !CA_DEBUG(merge_keeps_old_fence)) {
     fence_unlink(keep);
     fence_link(&q->open, keep);
     if (listed(d, q)) ca_qlist_add(d, CA_QL_OPEN, q);
