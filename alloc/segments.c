@@ -46,11 +46,14 @@ static CUresult give_back(ca_device_t *d, ca_segment_t *seg) {
   return CUDA_SUCCESS;
 }
 
-static void free_blocks(ca_segment_t *seg) {
+/* The structs go back to the device's spare ones, not to the heap: a
+ * thread's front cache may still read one it remembers (tcache.c, stale()),
+ * so a struct lives as long as its device. */
+static void free_blocks(ca_device_t *d, ca_segment_t *seg) {
   ca_block_t *next;
   for (ca_block_t *b = seg->first; b; b = next) {
     next = b->next;
-    free(b);
+    ca_block_delete(d, b);
   }
   seg->first = NULL;
 }
@@ -58,7 +61,7 @@ static void free_blocks(ca_segment_t *seg) {
 /* A segment out of use that the driver would not take back entirely: it
  * waits in the device's leftovers, still counted, for the next trim. */
 static void keep_leftover(ca_device_t *d, ca_segment_t *seg) {
-  free_blocks(seg);
+  free_blocks(d, seg);
   seg->pool = NULL;
   seg->prev = NULL;
   seg->next = d->leftovers;
@@ -130,7 +133,7 @@ void ca_segment_teardown(ca_device_t *d, ca_segment_t *seg, bool call_backend) {
     if (call_backend && seg->held)
       ca_log("device %d: the driver kept refusing to give back a segment of %zu bytes (error %d); it is lost",
              d->ordinal, seg->size, rc);
-    free_blocks(seg);
+    free_blocks(d, seg);
   }
   free(seg);
 }
