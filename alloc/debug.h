@@ -30,8 +30,8 @@ typedef struct ca_debug_s {
   bool qtable_no_shift;         /* the queue hash deletes without moving the run back */
   bool merge_keeps_old_fence;   /* a merge in place leaves the survivor under its older fence */
   bool bins_resize_stays;       /* a block resized in its bins stays in its old bin */
-  bool qtable_keep_last;
-  bool sitelive_memo_any_site;  /* the per-site totals' memo answers for whatever site is asked */        /* the queue hash's memo of the last lookup outlives its queue */
+  bool qtable_keep_last;        /* the queue hash's memo of the last lookup outlives its queue */
+  bool sitelive_memo_any_site;  /* the per-site totals' memo answers for whatever site is asked */
   bool visit_all_queues;        /* seal and poll walk every queue, not only the busy ones */
   bool tcache_any_stream;       /* a front-cache hit takes any stream's cached block */
   bool tcache_no_flush;         /* the slow path and the other flushes leave the front caches alone */
