@@ -126,6 +126,13 @@ void ca_queue_add_to_fence(ca_device_t *d, ca_queue_t *q, ca_fence_t *f, ca_bloc
   if (bins) ca_bins_insert(bins, b);
 }
 
+void ca_queue_refile(ca_block_t *b) {
+  ca_fence_t *f = b->fence;
+  if (f->blocks == b) return;
+  fence_unlink(b);
+  fence_link(f, b);
+}
+
 void ca_queue_remove(ca_device_t *d, ca_block_t *b) {
   (void)d;
   if (b->in_bins) ca_bins_remove(b->queue->bins[b->seg->pool->id], b);
@@ -138,8 +145,8 @@ static bool joins_queue(const ca_block_t *n, const ca_queue_t *q) {
 
 /* Neighbours pending in the same queue merge into the open batch, the
  * latest of all fences, so that no part is released early. The merge
- * keeps a neighbour's struct, in its bins and fence: only a change of bin
- * or of fence moves it. */
+ * keeps a neighbour's struct and its place in its bins: only a change of
+ * bin moves it there. */
 void ca_queue_add(ca_device_t *d, ca_queue_t *q, ca_block_t *b) {
   ca_block_t *p = b->prev, *n = b->next;
   bool with_p = joins_queue(p, q), with_n = joins_queue(n, q);
@@ -155,11 +162,15 @@ void ca_queue_add(ca_device_t *d, ca_queue_t *q, ca_block_t *b) {
     ca_queue_remove(d, n);
     ca_block_absorb_next(d, p);
   }
-  if (keep->fence != &q->open && !CA_DEBUG(merge_keeps_old_fence)) {
+  /* The survivor goes to the front of the open batch, as a block filed
+   * now would: the order a fence releases its blocks in decides how they
+   * coalesce, and repeated sequences settle on that order (test_core_settle). */
+  bool was_open = keep->fence == &q->open;
+  if (was_open || !CA_DEBUG(merge_keeps_old_fence)) {
     fence_unlink(keep);
     fence_link(&q->open, keep);
-    if (listed(d, q)) ca_qlist_add(d, CA_QL_OPEN, q);
   }
+  if (!was_open && listed(d, q)) ca_qlist_add(d, CA_QL_OPEN, q);
   ca_bins_t *bins;
   if (keep->in_bins) ca_bins_resized(q->bins[keep->seg->pool->id], keep, old);
   else if ((bins = reusable(q) ? queue_bins(q, keep) : NULL)) ca_bins_insert(bins, keep);

@@ -22,6 +22,10 @@ void ca_queue_count_freed(ca_device_t *d, const ca_block_t *b, bool count_free);
 uint64_t ca_stream_owner(ca_stream_t stream);
 /* Puts a freed block into queue q (merging with its pending neighbours). */
 void ca_queue_add(ca_device_t *d, ca_queue_t *q, ca_block_t *b);
+/* Moves pending block b to the front of its fence's blocks, where a block
+ * filed now would go (a split's rest: the order a fence releases its
+ * blocks in decides how they coalesce). */
+void ca_queue_refile(ca_block_t *b);
 /* Removes a pending block from its queue (before reuse on its stream). */
 void ca_queue_remove(ca_device_t *d, ca_block_t *b);
 /* Moves q's open batch (no events yet) into the epoch queue: those blocks

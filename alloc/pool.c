@@ -29,15 +29,18 @@ static bool should_split(const ca_pool_t *pool, const ca_block_t *b, size_t roun
 }
 
 /* The block for the request, cut from the front of b when b is larger:
- * the rest keeps b's struct and every list b is on (its pool's bins, or
+ * the rest keeps b's struct and the lists b is on (its pool's bins, or
  * its queue's bins and fence: the same fence, so no part is released
- * early), so that a split moves nothing but b's bin when its size crosses
- * one. Otherwise b leaves those lists whole. */
+ * early), and moves in its bins only when its size crosses a bin; in its
+ * fence it goes to the front, where a rest filed anew would go (the order
+ * a fence releases its blocks in decides how they coalesce). Otherwise b
+ * leaves those lists whole. */
 static ca_block_t *cut(ca_device_t *d, ca_pool_t *pool, ca_block_t *b, size_t rounded, bool pending) {
   ca_bins_t *bins = pending ? b->queue->bins[pool->id] : &pool->bins;
   size_t old = b->size;
   ca_block_t *head = should_split(pool, b, rounded) ? ca_block_split_front(d, b, rounded) : NULL;
   if (head) {   /* else no host memory for a struct: b goes whole */
+    if (pending) ca_queue_refile(b);
     ca_bins_resized(bins, b, old);
     return head;
   }
