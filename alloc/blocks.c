@@ -3,16 +3,22 @@
  * the size policy: rounding and which pool a request belongs to. */
 #include "blocks.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bins.h"
 
+/* A struct all zero. A recycled struct's tc may be read by another
+ * thread's front cache at any time (tcache.c, stale()): it is written
+ * atomically, the rest around it. */
 ca_block_t *ca_block_new(ca_device_t *d) {
   ca_block_t *b = d->spare_blocks;
   if (b) d->spare_blocks = b->next;
   else if (!(b = malloc(sizeof *b))) return NULL;
-  memset(b, 0, sizeof *b);
+  memset(b, 0, offsetof(ca_block_t, tc));
+  __atomic_store_n(&b->tc, 0, __ATOMIC_RELAXED);
+  memset(&b->tc_next, 0, sizeof *b - offsetof(ca_block_t, tc_next));
   return b;
 }
 
@@ -53,11 +59,16 @@ ca_block_t *ca_block_split(ca_device_t *d, ca_block_t *b, size_t offset) {
 
 ca_block_t *ca_block_split_front(ca_device_t *d, ca_block_t *b, size_t offset) {
   ca_assert(offset && offset < b->size && offset % CA_MIN_BLOCK == 0);
-  ca_block_t *head = d->spare_blocks;
-  if (head) d->spare_blocks = head->next;
-  else if (!(head = malloc(sizeof *head))) return NULL;
-  *head = (ca_block_t){.addr = b->addr, .size = offset, .seg = b->seg, .state = b->state, .kind = b->kind,
-                       .queue = b->queue, .prev = b->prev, .next = b};
+  ca_block_t *head = ca_block_new(d);
+  if (!head) return NULL;
+  head->addr = b->addr;
+  head->size = offset;
+  head->seg = b->seg;
+  head->state = b->state;
+  head->kind = b->kind;
+  head->queue = b->queue;
+  head->prev = b->prev;
+  head->next = b;
   if (b->prev) b->prev->next = head;
   else b->seg->first = head;
   b->prev = head;
