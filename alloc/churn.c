@@ -14,8 +14,8 @@
  * Workloads whose shape changes now and then keep their pages moving:
  * on the shared snapshots reserved memory stays within 1.02 x peak live
  * (test_replay_economy), where 2 returns let it reach 1.08. Memory stays
- * bounded: pages stay only while reserved memory is within CA_CHURN_CAP
- * above peak allocated memory, and memory short for real (a create
+ * bounded: pages stay only while reserved memory is within page_churn_cap
+ * (0.5 by default; 0: every page moves, as before) above peak allocated memory, and memory short for real (a create
  * refused) moves any page. Trims (garbage collection, empty cache, the
  * out-of-memory ladder's last rung) move pages regardless. The price is
  * the memory a settled layout needs: bench_alloc's GPU-like sequence
@@ -52,11 +52,11 @@ void ca_churn_mapped_back(ca_segment_t *seg, size_t first, size_t n) {
 /* Reserved memory with `add` more bytes is past the cap over peak allocated memory. */
 static bool past_cap(ca_device_t *d, size_t add) {
   double reserved = (double)d->stats.reserved_bytes.current + (double)add;
-  return !CA_DEBUG(churn_no_cap) && reserved > (1.0 + CA_CHURN_CAP) * (double)high_water(d);
+  return !CA_DEBUG(churn_no_cap) && reserved > (1.0 + ca_config.page_churn_cap) * (double)high_water(d);
 }
 
 size_t ca_churn_movable(ca_device_t *d, const ca_segment_t *seg, size_t top, size_t want, size_t add) {
-  if (CA_DEBUG(churn_moves_all) || past_cap(d, add)) return want;
+  if (CA_DEBUG(churn_moves_all) || ca_config.page_churn_cap <= 0 || past_cap(d, add)) return want;
   size_t n = 0;
   while (n < want && (seg->churn[top - 1 - n] & RETURNS) < CA_CHURN_RETURNS) n++;
   return n;

@@ -12,7 +12,7 @@ void ca_churn_mapped_back(ca_segment_t *seg, size_t first, size_t n);
 /* Of the `want` pages below page `top` of seg, how many (from top down)
  * a growth may move: it stops at the first page that came back
  * CA_CHURN_RETURNS times, while reserved memory plus `add` bytes stays
- * within CA_CHURN_CAP above peak allocated memory (the highest seen at a
+ * within page_churn_cap above peak allocated memory (the highest seen at a
  * growth: cudalloc_reset_peaks does not lower it). */
 size_t ca_churn_movable(ca_device_t *d, const ca_segment_t *seg, size_t top, size_t want, size_t add);
 

@@ -76,6 +76,10 @@ static const conf_key_t keys[] = {
   {"wait_before_growing", KEY_BOOL, FIELD(wait_before_growing), 0, 1, 0, 0, NULL,
    "expandable segments: before a growth past 2% over allocated memory, wait for pending frees worth more than "
    "half of that and 20 MiB (true), or grow at once (false)"},
+  {"page_churn_cap", KEY_DOUBLE, FIELD(page_churn_cap), 0, 16, 0, 0, NULL,
+   "expandable segments: a page that growths keep moving out of a free block and back stays where it is, the "
+   "growth creating a page instead, while reserved memory stays within this fraction above peak allocated memory "
+   "(0: pages always move, the least memory and a driver call per move)"},
   {"free_mode", KEY_CHOICE, FIELD(free_mode), 0, 0, 0, 0, "device|stream",
    "cudaFree waits for all device work (device), or only for its stream (stream)"},
   {"torch_free", KEY_CHOICE, FIELD(torch_free), 0, 0, 0, 0, "device|stream",
@@ -167,6 +171,7 @@ void ca_config_defaults(ca_config_t *cfg) {
   strcpy(cfg->backend, "cuda");
   cfg->expandable_segments = true;
   cfg->wait_before_growing = true;
+  cfg->page_churn_cap = 0.5;
   cfg->max_split_size = UINT64_MAX;
   cfg->free_mode = CA_FREE_DEVICE;
   cfg->torch_free = CA_FREE_DEVICE;

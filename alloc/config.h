@@ -38,6 +38,7 @@ typedef struct ca_config_s {
   uint64_t memory_cap;          /* bytes; 0: no cap */
   double memory_fraction;       /* of device memory; 0: no cap */
   bool wait_before_growing;     /* wait for pending frees before growing past the slack (slack.c) */
+  double page_churn_cap;        /* pages that keep moving stay while reserved is within this above peak allocated (churn.c); 0: they move */
   ca_free_mode_t free_mode;
   ca_free_mode_t torch_free;    /* PyTorch's pluggable free: device (default) or stream */
   ca_legacyq_t legacy_queue;    /* cudaFree'd blocks in the legacy stream's queue while no other stream is seen */

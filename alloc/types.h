@@ -32,7 +32,6 @@
 #define CA_PAGE_SLACK 0.02               /* reserved above allocated memory before pages move (pages.c) */
 #define CA_CHUNK_PAGES 10                 /* pages a small growth creates at once, slack allowing (pages.c) */
 #define CA_CHURN_RETURNS 4                /* a page mapped back this often where growths took it stays (churn.c) */
-#define CA_CHURN_CAP 0.5                  /* ...while reserved stays within this above peak allocated (churn.c) */
 #define CA_MAX_DEVICES 16
 #define CA_MAX_FENCE_EVENTS 64
 

@@ -232,6 +232,9 @@ static bad_case_t bad_cases[] = {
     {"memory_fraction:.", "bad value '.'", "from 0 to 1"},
     {"memory_fraction:0.5.1", "bad value", "from 0 to 1"},
     {"sim_fail_rate:2", "bad value '2'", "from 0 to 1"},
+    {"page_churn_cap:-0.5", "bad value '-0.5'", "from 0 to 16"},
+    {"page_churn_cap:17", "bad value '17'", "from 0 to 16"},
+    {"page_churn_cap:lots", "bad value 'lots'", "from 0 to 16"},
     {"backend:gpu", "bad value 'gpu' for key 'backend'", "one of cuda|sim"},
     /* PyTorch's backend key picks its own allocator: the warning says so
      * (before, a plain "bad value" that did not explain the clash). */
@@ -353,6 +356,8 @@ Test(config, decimal_fractions) {
   cr_assert_float_eq(parse_ok("memory_fraction:1").memory_fraction, 1.0, 1e-12);
   cr_assert_float_eq(parse_ok("memory_fraction:0.125").memory_fraction, 0.125, 1e-12);
   cr_assert_float_eq(parse_ok("garbage_collection_threshold:00.50").gc_threshold, 0.5, 1e-12);
+  cr_assert_float_eq(parse_ok("page_churn_cap:0").page_churn_cap, 0, 1e-12);
+  cr_assert_float_eq(parse_ok("page_churn_cap:0.25").page_churn_cap, 0.25, 1e-12);
 }
 
 static const char *changed(const ca_config_t *c);
@@ -549,7 +554,7 @@ Test(config, print_lists_every_key_with_its_value) {
 
 static const char *all_keys[] = {"backend", "expandable_segments", "max_split_size_mb",
                                  "garbage_collection_threshold", "roundup_power2_divisions", "memory_cap_mb",
-                                 "memory_fraction", "wait_before_growing", "free_mode", "torch_free", "legacy_queue", "track", "track_depth", "leak_exit_code", "thread_cache_kb",
+                                 "memory_fraction", "wait_before_growing", "page_churn_cap", "free_mode", "torch_free", "legacy_queue", "track", "track_depth", "leak_exit_code", "thread_cache_kb",
                                  "quiet", "summary", "report", "report_signal", "oom_report", "trace", "trace_ring",
                                  "step_on", "sample_ms", "creep_csv", "creep_svg",
                                  "sim_devices", "sim_capacity_mb", "sim_granularity_kb",

@@ -99,7 +99,7 @@ static void assert_quiet(pass_t p) {
 /* Peak reserved within the cap over peak allocated memory (and a page):
  * pages stay put only up to there (churn.c). */
 static void assert_bounded(const cudalloc_stats_t *s) {
-  double bound = (1.0 + CA_CHURN_CAP) * (double)s->allocated_bytes.peak + (double)dev0()->page;
+  double bound = (1.0 + ca_config.page_churn_cap) * (double)s->allocated_bytes.peak + (double)dev0()->page;
   cr_assert_leq((double)s->reserved_bytes.peak, bound, "peak reserved %.1f MiB for %.1f MiB peak allocated",
                 (double)s->reserved_bytes.peak / MiB, (double)s->allocated_bytes.peak / MiB);
 }
@@ -141,6 +141,22 @@ Test(core_settle, the_check_sees_pages_that_keep_moving) {
   cr_assert_gt(p.memory + p.events + p.slow, 0, "with pages moving back and forth a pass still costs calls");
 }
 
+/* page_churn_cap:0, the user's choice of the least memory: every page
+ * moves again, so the sequence keeps paying calls, and it holds less at
+ * its peak than the default's settled layout (58 against 64 MiB when
+ * churn.c came). */
+Test(core_settle, page_churn_cap_zero_trades_calls_for_memory) {
+  cudalloc_stats_t settled, moving;
+  assert_quiet(settled_pass("sim_events:auto,sim_capacity_mb:4096", gpu_like, &settled));
+  core_stop();   /* a second cudalloc_init would keep the first one's configuration */
+  pass_t p = settled_pass("sim_events:auto,sim_capacity_mb:4096,page_churn_cap:0", gpu_like, &moving);
+  cr_assert_float_eq(ca_config.page_churn_cap, 0, 1e-12);
+  cr_assert_gt(p.memory + p.events + p.slow, 0, "with page_churn_cap:0 pages move in every pass (%lld memory, %lld event calls, %lld slow paths)",
+               (long long)p.memory, (long long)p.events, (long long)p.slow);
+  cr_assert_lt(moving.reserved_bytes.peak, settled.reserved_bytes.peak, "%.1f MiB moving, %.1f MiB settled",
+               (double)moving.reserved_bytes.peak / MiB, (double)settled.reserved_bytes.peak / MiB);
+}
+
 /* A device too small to settle: creates are refused, so growths move
  * even the pages that stay, and every allocation still succeeds (the
  * sequence needs about 64 MiB settled, 58 MiB moving pages) with no trim
@@ -158,7 +174,7 @@ Test(core_settle, a_device_too_small_to_settle_moves_pages_still) {
 
 /* The cap, on one segment's pages: a page that came back
  * CA_CHURN_RETURNS times stays while reserved memory is within
- * CA_CHURN_CAP above peak allocated memory, and moves past it; and with
+ * page_churn_cap above peak allocated memory, and moves past it; and with
  * the planted fault (no cap) it stays past it too, which this sees. */
 static size_t movable_after_returns(size_t reserved, size_t peak) {
   ca_device_t *d = dev0();
@@ -189,7 +205,7 @@ Test(core_settle, pages_stay_only_within_the_cap) {
   cr_assert_eq(cudalloc_malloc(&p, 1, NULL), cudaSuccess);   /* the device's pools, set up on first use */
   cr_assert_eq(cudalloc_free(p, NULL), cudaSuccess);
   cr_assert_eq(movable_after_returns(100 * MiB, 100 * MiB), 2, "within the cap: page 1 stays");
-  size_t past = (size_t)((1.0 + CA_CHURN_CAP) * 100 * MiB) + MiB;
+  size_t past = (size_t)((1.0 + ca_config.page_churn_cap) * 100 * MiB) + MiB;
   cr_assert_eq(movable_after_returns(past, 100 * MiB), 3, "past the cap: page 1 moves");
   ca_debug.churn_no_cap = true;
   size_t faulty = movable_after_returns(past, 100 * MiB);
