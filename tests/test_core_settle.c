@@ -172,38 +172,64 @@ Test(core_settle, a_device_too_small_to_settle_moves_pages_still) {
                (long long)end.backend_release.total);
 }
 
-/* The cap, on one segment's pages: a page that came back
- * CA_CHURN_RETURNS times stays while reserved memory is within
- * page_churn_cap above peak allocated memory, and moves past it; and with
- * the planted fault (no cap) it stays past it too, which this sees. */
-static size_t movable_after_returns(size_t reserved, size_t peak) {
-  ca_device_t *d = dev0();
-  ca_segment_t *seg = d->pools[CA_POOL_LARGE].segments;
-  cr_assert(seg && seg->npages >= 4);
-  uint8_t saved[4];
-  memcpy(saved, seg->churn, sizeof saved);
+/* The cap's tests look at one segment's pages with figures of their own:
+ * page 1 of the large pool's first segment has come back
+ * CA_CHURN_RETURNS times, and what they change of the device is put back
+ * afterwards. */
+typedef struct churn_probe_s {
+  ca_device_t *d;
+  ca_segment_t *seg;
+  uint8_t pages[4];
+  cudalloc_stat_t reserved, allocated;
+  int64_t high;
+} churn_probe_t;
+
+static churn_probe_t page1_came_back(void) {
+  churn_probe_t pr = {.d = dev0()};
+  pr.seg = pr.d->pools[CA_POOL_LARGE].segments;
+  cr_assert(pr.seg && pr.seg->npages >= 4);
+  memcpy(pr.pages, pr.seg->churn, sizeof pr.pages);
+  pr.reserved = pr.d->stats.reserved_bytes;
+  pr.allocated = pr.d->stats.allocated_bytes;
+  pr.high = pr.d->churn_high;
   for (int r = 0; r < CA_CHURN_RETURNS; r++) {
-    ca_churn_moved_out(seg, 1, 2);
-    ca_churn_mapped_back(seg, 1, 1);
+    ca_churn_moved_out(pr.seg, 1, 2);
+    ca_churn_mapped_back(pr.seg, 1, 1);
   }
-  cudalloc_stat_t res = d->stats.reserved_bytes, alloc = d->stats.allocated_bytes;
-  int64_t high = d->churn_high;
-  d->stats.reserved_bytes.current = (int64_t)reserved;
-  d->stats.allocated_bytes.peak = (int64_t)peak;
-  d->churn_high = 0;
-  size_t n = ca_churn_movable(d, seg, 4, 3, 0);   /* pages 3, 2, then 1 (kept) */
-  d->stats.reserved_bytes = res;
-  d->stats.allocated_bytes = alloc;
-  d->churn_high = high;
-  memcpy(seg->churn, saved, sizeof saved);
+  pr.d->churn_high = 0;
+  return pr;
+}
+
+static void put_back(const churn_probe_t *pr) {
+  pr->d->stats.reserved_bytes = pr->reserved;
+  pr->d->stats.allocated_bytes = pr->allocated;
+  pr->d->churn_high = pr->high;
+  memcpy(pr->seg->churn, pr->pages, sizeof pr->pages);
+}
+
+/* A device whose pools are set up (on first use). */
+static void start_with_pools(void) {
+  core_start("sim_events:auto,sim_capacity_mb:4096");
+  void *p;
+  cr_assert_eq(cudalloc_malloc(&p, 1, NULL), cudaSuccess);
+  cr_assert_eq(cudalloc_free(p, NULL), cudaSuccess);
+}
+
+/* The cap: a page that came back CA_CHURN_RETURNS times stays while
+ * reserved memory is within page_churn_cap above peak allocated memory,
+ * and moves past it; and with the planted fault (no cap) it stays past it
+ * too, which this sees. */
+static size_t movable_after_returns(size_t reserved, size_t peak) {
+  churn_probe_t pr = page1_came_back();
+  pr.d->stats.reserved_bytes.current = (int64_t)reserved;
+  pr.d->stats.allocated_bytes.peak = (int64_t)peak;
+  size_t n = ca_churn_movable(pr.d, pr.seg, 4, 3, 0);   /* pages 3, 2, then 1 (kept) */
+  put_back(&pr);
   return n;
 }
 
 Test(core_settle, pages_stay_only_within_the_cap) {
-  core_start("sim_events:auto,sim_capacity_mb:4096");
-  void *p;
-  cr_assert_eq(cudalloc_malloc(&p, 1, NULL), cudaSuccess);   /* the device's pools, set up on first use */
-  cr_assert_eq(cudalloc_free(p, NULL), cudaSuccess);
+  start_with_pools();
   cr_assert_eq(movable_after_returns(100 * MiB, 100 * MiB), 2, "within the cap: page 1 stays");
   size_t past = (size_t)((1.0 + ca_config.page_churn_cap) * 100 * MiB) + MiB;
   cr_assert_eq(movable_after_returns(past, 100 * MiB), 3, "past the cap: page 1 moves");
@@ -213,7 +239,6 @@ Test(core_settle, pages_stay_only_within_the_cap) {
   cr_assert_eq(faulty, 2, "the planted fault (no cap) keeps page 1 past the cap: the check above sees it");
 }
 
-
 /* The cap follows the highest peak that growths saw: a program that
  * resets the peaks at every step (torch.cuda.reset_peak_memory_stats)
  * does not lower it to what is live early in the step. With the planted
@@ -221,34 +246,18 @@ Test(core_settle, pages_stay_only_within_the_cap) {
  * moves, which this sees. (A whole sequence does not show it: once
  * settled, no growth asks.) */
 static size_t movable_after_reset(void) {
-  ca_device_t *d = dev0();
-  ca_segment_t *seg = d->pools[CA_POOL_LARGE].segments;
-  uint8_t saved[4];
-  memcpy(saved, seg->churn, sizeof saved);
-  for (int r = 0; r < CA_CHURN_RETURNS; r++) {
-    ca_churn_moved_out(seg, 1, 2);
-    ca_churn_mapped_back(seg, 1, 1);
-  }
-  cudalloc_stat_t res = d->stats.reserved_bytes, alloc = d->stats.allocated_bytes;
-  int64_t high = d->churn_high;
-  d->churn_high = 0;
-  d->stats.allocated_bytes.peak = (int64_t)(100 * MiB);
-  ca_churn_movable(d, seg, 4, 0, 0);   /* a growth sees the peak */
-  d->stats.allocated_bytes.peak = d->stats.allocated_bytes.current = (int64_t)(10 * MiB);   /* a reset, later */
-  d->stats.reserved_bytes.current = (int64_t)(100 * MiB);
-  size_t n = ca_churn_movable(d, seg, 4, 3, 0);
-  d->stats.reserved_bytes = res;
-  d->stats.allocated_bytes = alloc;
-  d->churn_high = high;
-  memcpy(seg->churn, saved, sizeof saved);
+  churn_probe_t pr = page1_came_back();
+  pr.d->stats.allocated_bytes.peak = (int64_t)(100 * MiB);
+  ca_churn_movable(pr.d, pr.seg, 4, 0, 0);   /* a growth sees the peak */
+  pr.d->stats.allocated_bytes.peak = pr.d->stats.allocated_bytes.current = (int64_t)(10 * MiB);   /* a reset, later */
+  pr.d->stats.reserved_bytes.current = (int64_t)(100 * MiB);
+  size_t n = ca_churn_movable(pr.d, pr.seg, 4, 3, 0);
+  put_back(&pr);
   return n;
 }
 
 Test(core_settle, the_cap_survives_a_reset_of_the_peaks) {
-  core_start("sim_events:auto,sim_capacity_mb:4096");
-  void *p;
-  cr_assert_eq(cudalloc_malloc(&p, 1, NULL), cudaSuccess);
-  cr_assert_eq(cudalloc_free(p, NULL), cudaSuccess);
+  start_with_pools();
   cr_assert_eq(movable_after_reset(), 2, "after the reset page 1 still stays");
   ca_debug.churn_reset_cap = true;
   size_t faulty = movable_after_reset();
