@@ -21,7 +21,9 @@
  *
  * b->tc: 0 when no thread's cache has a claim on b; the owning cache's
  * address while the program holds b; that address | 1 while cached, | 2
- * as well once it has stayed cached through a trim (OLD).
+ * as well once it has stayed cached through a trim (OLD); | 4 (EXAMINED)
+ * while a free of the owning thread looks at whether b is the block it
+ * was asked to free (ca_tcache_give), which a core free waits out.
  *
  * Trims: a free the cap refuses goes to the core; once requests that found
  * only other call sites' blocks of their class, and a quarter of the frees
@@ -33,6 +35,8 @@
  * room for good, and what the program reuses stays. */
 #include "tcache.h"
 
+#include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +90,8 @@ typedef struct held_s {
   uintptr_t addr;               /* the block's address | its device's ordinal; 0: empty */
   ca_block_t *b;
 } held_t;
+#define EXAMINED ((uintptr_t)4)   /* b->tc: its thread's free is looking at it (ca_tcache_give) */
+_Static_assert(_Alignof(max_align_t) >= 8, "a cache's address (calloc's) leaves b->tc's three low bits free");
 #define HELD_DEV ((uintptr_t)CA_MIN_BLOCK - 1)   /* block addresses are multiples of CA_MIN_BLOCK */
 _Static_assert(CA_MAX_DEVICES <= CA_MIN_BLOCK, "a held entry keeps the device in the address's low bits");
 
@@ -394,9 +400,13 @@ bool ca_tcache_give(void *ptr, ca_stream_t stream) {
   ca_block_t *b = held_block(c, (uintptr_t)ptr, &bdev);
   tc_list_t *l = NULL;
   uintptr_t want = (uintptr_t)c;
-  /* Marked cached first: from then on no core free takes the struct, and
-   * its fields can be read (before, they may be another block's). */
-  if (b && !__atomic_compare_exchange_n(&b->tc, &want, want | 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) b = NULL;
+  /* Marked first: from then on no core free takes the struct, and its
+   * fields can be read (before, they may be another block's). The mark is
+   * not "cached": the struct may be the thread's block at another address
+   * now (a split's rest keeps its struct), whose core free by another
+   * thread must wait, not be refused as a double free (ca_tcache_disown). */
+  if (b && !__atomic_compare_exchange_n(&b->tc, &want, want | EXAMINED, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    b = NULL;
   bool at_ptr = b && b->addr == (uintptr_t)ptr;   /* not a struct the thread holds for another block now */
   bool room = at_ptr && c->bytes + b->size <= capacity();
   /* a quarter: in a sequence of many sizes the cap refuses often, and each
@@ -412,6 +422,7 @@ bool ca_tcache_give(void *ptr, ca_stream_t stream) {
     bump(&n->free_bytes, (int64_t)b->size);
     bump(&n->free_requested, (int64_t)b->requested);
     bump(&n->frees, 1);
+    __atomic_store_n(&b->tc, want | 1, __ATOMIC_RELEASE);   /* cached */
     ca_tcache_on_free(b->seg->pool->dev, b, true);
   } else if (b) {
     __atomic_store_n(&b->tc, want, __ATOMIC_RELEASE);   /* the program's again: the core frees it (or refuses) */
@@ -423,8 +434,14 @@ bool ca_tcache_give(void *ptr, ca_stream_t stream) {
 
 bool ca_tcache_disown(ca_block_t *b) {
   uintptr_t t = __atomic_load_n(&b->tc, __ATOMIC_ACQUIRE);
-  while (!(t & 1))
+  while (!(t & 1)) {
+    if (t & EXAMINED) {   /* its thread lets go in a few instructions */
+      sched_yield();
+      t = __atomic_load_n(&b->tc, __ATOMIC_ACQUIRE);
+      continue;
+    }
     if (!t || __atomic_compare_exchange_n(&b->tc, &t, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return true;
+  }
   return false;
 }
 

@@ -63,7 +63,8 @@ void ca_tcache_remember(ca_block_t *b);
  * a capture underway). */
 bool ca_tcache_give(void *ptr, ca_stream_t stream);
 /* The core's free path, d locked: false when b is cached (a double free),
- * else b is no longer any thread's (a concurrent cached free loses). */
+ * else b is no longer any thread's (a cached free of its thread that is
+ * looking at b is waited out; one that has not marked b yet loses). */
 bool ca_tcache_disown(ca_block_t *b);
 
 /* Gives d's cached blocks back to the core (d locked): every thread's, or

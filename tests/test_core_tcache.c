@@ -468,3 +468,77 @@ Test(core_tcache, a_free_on_a_destroyed_stream_is_refused) { cr_assert(free_on_a
 Test(core_tcache, stale_stream_devices_are_caught_by_the_destroyed_stream_free) {
   cr_assert_not(free_on_a_destroyed_stream_is_refused(true), "the broken memory let the free in");
 }
+
+/* A free into the cache looks at the struct it remembers for the pointer
+ * (held_block) and, to own it, marks it first (ca_tcache_give's compare
+ * and swap), then sees whether it still is the block at the pointer. The
+ * struct may have moved on: the thread freed p through the core, the
+ * struct lived on as a split's rest (pool.c's cut: the rest keeps its
+ * struct) and came back to the thread whole at another address, while
+ * the block at p now came through a path that remembers nothing
+ * (cudaMalloc). A stream-ordered free of p then marks that other block
+ * for an instant, and a core free of it by another thread in that instant
+ * found it "cached" and refused it as a double free (a legitimate free
+ * lost, the block leaked). Here thread U frees the other block once while
+ * this thread keeps freeing p into its cache; rounds until U's free lands
+ * in the instant. Before the fix (main b565e65) U's free failed in the
+ * first rounds tried, every run: cudaErrorInvalidValue, logged as "free of
+ * ... rejected: it is inside a live block (an interior pointer)", and the
+ * block stayed live. */
+typedef struct {
+  void *z;
+  int go, done;
+  cudaError_t rc;
+} racer_t;
+
+static void *free_other(void *arg) {
+  racer_t *r = arg;
+  while (!__atomic_load_n(&r->go, __ATOMIC_ACQUIRE)) {
+  }
+  r->rc = cudalloc_free_sync(r->z);
+  __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+#define RACE_ROUNDS 400
+
+Test(core_tcache, a_core_free_is_not_refused_while_a_cached_free_looks_at_its_struct, .init = cr_redirect_stderr) {
+  core_start("track:caller,sim_events:auto,sim_capacity_mb:1024");
+  ca_stream_t s = new_stream();
+  int refused = 0, rounds = 0, tried = 0;
+  for (; rounds < RACE_ROUNDS && !refused; rounds++) {
+    void *p0 = NULL, *p = NULL, *p1 = NULL, *y = NULL, *z = NULL;
+    cr_assert_eq(ca_malloc(&p0, 8192, NULL, CA_ALLOC_SYNC, NULL), CUDA_SUCCESS);
+    p = alloc_on(8192, s);   /* remembered by this thread: (p, X) */
+    cr_assert_eq(ca_malloc(&p1, 8192, NULL, CA_ALLOC_SYNC, NULL), CUDA_SUCCESS);
+    cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);   /* the core's free: X waits, then is free at p */
+    cudalloc_step();
+    ca_sim_complete_all();
+    seal_and_poll();
+    cr_assert_eq(ca_malloc(&y, 4096, NULL, CA_ALLOC_SYNC, NULL), CUDA_SUCCESS);   /* p's front: a new struct */
+    z = alloc_on(4096, s);   /* X, the rest, whole: the thread's again at p + 4096 */
+    bool layout = y == p && (char *)z == (char *)p + 4096;
+    if (layout) {
+      tried++;
+      racer_t r = {.z = z};
+      pthread_t t;
+      pthread_create(&t, NULL, free_other, &r);
+      __atomic_store_n(&r.go, 1, __ATOMIC_RELEASE);
+      while (!__atomic_load_n(&r.done, __ATOMIC_ACQUIRE)) cr_assert_not(ca_tcache_give(y, s), "y is not the thread's");
+      pthread_join(t, NULL);
+      if (r.rc != cudaSuccess) {
+        refused++;
+        cr_assert_eq(cudalloc_free_sync(z), cudaSuccess, "z was still live");
+      }
+    } else {
+      cr_assert_eq(cudalloc_free_sync(z), cudaSuccess);
+    }
+    cr_assert_eq(cudalloc_free_sync(y), cudaSuccess);
+    cr_assert_eq(cudalloc_free_sync(p0), cudaSuccess);
+    cr_assert_eq(cudalloc_free_sync(p1), cudaSuccess);
+  }
+  cr_assert_gt(tried, 0, "the layout came about");
+  cr_assert_eq(refused, 0, "a core free of the thread's block was refused as a double free (round %d of %d tried)",
+               rounds, tried);
+  CHECK_CONSISTENT();
+}
