@@ -82,7 +82,7 @@ static bool may_be_due(const snap_t *s, const cudalloc_stat_t *st) {
   return st->current == st->peak && (!s->any || st->peak > s->taken_at);
 }
 
-void ca_peak_on_alloc(ca_device_t *d, const ca_block_t *b) {
+void ca_peak_on_alloc(ca_device_t *d, ca_block_t *b) {
   ca_sitelive_add(ca_sitelive_of(d), b, +1);
   peak_dev_t *p = &peaks[d->ordinal];
   snap_t *s = &p->snap[CA_PEAK_RESERVED];
@@ -91,7 +91,7 @@ void ca_peak_on_alloc(ca_device_t *d, const ca_block_t *b) {
   if (a->current == a->peak || may_be_due(s, r) || ca_config.sample_ms) alloc_rare(d, p, s);
 }
 
-void ca_peak_on_free(ca_device_t *d, const ca_block_t *b) {
+void ca_peak_on_free(ca_device_t *d, ca_block_t *b) {
   peak_dev_t *p = &peaks[d->ordinal];
   snap_t *s = &p->snap[CA_PEAK_ALLOCATED];
   s->since++;

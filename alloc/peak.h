@@ -22,9 +22,9 @@
 #include "types.h"
 
 /* b is now live and counted in d's stats. */
-void ca_peak_on_alloc(ca_device_t *d, const ca_block_t *b);
+void ca_peak_on_alloc(ca_device_t *d, ca_block_t *b);
 /* b is about to stop being live: its bytes still count in d's stats. */
-void ca_peak_on_free(ca_device_t *d, const ca_block_t *b);
+void ca_peak_on_free(ca_device_t *d, ca_block_t *b);
 
 typedef enum { CA_PEAK_ALLOCATED, CA_PEAK_RESERVED, CA_PEAK_KINDS } ca_peak_kind_t;
 

@@ -50,18 +50,19 @@ static ca_site_live_t *lookup(ca_sitelive_t *t, void *site) {
 
 /* The inline memo's miss (sitelive.h), or a free its site's entry never
  * counted. */
-void ca_sitelive_add_slow(ca_sitelive_t *t, const ca_block_t *b, int sign) {
+void ca_sitelive_add_slow(ca_sitelive_t *t, ca_block_t *b, int sign) {
   ca_site_live_t *e = t->last;
   if (!e || !(e->site == b->site || CA_DEBUG(sitelive_memo_any_site))) e = lookup(t, b->site);
   if (sign > 0) {
     e->bytes += (int64_t)b->size;
-    e->requested += (int64_t)b->requested;
+    b->site_requested = b->requested;
+    e->requested += (int64_t)b->site_requested;
     e->count++;
     return;
   }
   if (e->count == 0 && e != &t->lost) e = &t->lost;   /* counted there when it arrived */
   e->bytes -= (int64_t)b->size;
-  e->requested -= (int64_t)b->requested;
+  e->requested -= (int64_t)b->site_requested;
   e->count--;
 }
 

@@ -28,18 +28,21 @@ typedef struct ca_sitelive_s {
 extern ca_sitelive_t ca_sitelive_tables[CA_MAX_DEVICES];
 /* The table of device d (the caller holds d's lock). */
 static inline ca_sitelive_t *ca_sitelive_of(const ca_device_t *d) { return &ca_sitelive_tables[d->ordinal]; }
-void ca_sitelive_add_slow(ca_sitelive_t *t, const ca_block_t *b, int sign);
-/* b became live (sign +1) or stopped being live (sign -1). Every
- * allocation and free comes here: the memo of the last entry found (a
- * site allocates and frees in runs) answers inline. */
-static inline void ca_sitelive_add(ca_sitelive_t *t, const ca_block_t *b, int sign) {
+void ca_sitelive_add_slow(ca_sitelive_t *t, ca_block_t *b, int sign);
+/* b became live (sign +1: its site counts b->requested, remembered in
+ * b->site_requested) or stopped being live (sign -1: the site gives back
+ * what it counted, whatever hits of the front cache made of requested
+ * since). Every allocation and free comes here: the memo of the last entry
+ * found (a site allocates and frees in runs) answers inline. */
+static inline void ca_sitelive_add(ca_sitelive_t *t, ca_block_t *b, int sign) {
   ca_site_live_t *e = t->last;
   if (!e || e->site != b->site || CA_DEBUG(sitelive_memo_any_site) || (sign < 0 && e->count == 0)) {
     ca_sitelive_add_slow(t, b, sign);
     return;
   }
+  if (sign > 0) b->site_requested = b->requested;
   e->bytes += sign > 0 ? (int64_t)b->size : -(int64_t)b->size;
-  e->requested += sign > 0 ? (int64_t)b->requested : -(int64_t)b->requested;
+  e->requested += sign > 0 ? (int64_t)b->site_requested : -(int64_t)b->site_requested;
   e->count += sign > 0 ? 1 : -1;
 }
 /* Copies the entries holding bytes into out, which has room for

@@ -54,6 +54,8 @@ struct ca_block_s {
   uintptr_t addr;
   size_t size;                  /* bytes spanned: a multiple of CA_MIN_BLOCK */
   size_t requested;             /* LIVE: what the program asked for */
+  size_t site_requested;        /* LIVE: the requested bytes its site counted it with (a front-cache hit
+                                 * changes requested without the device lock the site's totals need) */
   ca_block_t *prev, *next;      /* address order within the segment */
   ca_block_t *bin_prev, *bin_next; /* FREE: pool bins; PENDING: queue bins */
   ca_block_t *fence_prev, *fence_next; /* PENDING: list of its fence */

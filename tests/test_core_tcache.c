@@ -8,6 +8,8 @@
 
 #include <pthread.h>
 
+#include "sitelive.h"
+
 static void sim_only(void) { SKIP_ON_CUDA("the simulated device's oracle and counters"); }
 /* As a program synchronizes before it shuts cudalloc down. */
 static void fini(void) {
@@ -227,6 +229,30 @@ Test(core_tcache, a_hit_takes_the_new_requested_size) {
   CHECK_CONSISTENT();
   free_on(p, a);
   cr_assert_eq(stats0().requested_bytes.current, 0);
+  CHECK_CONSISTENT();
+}
+
+/* A block's call site counts the requested bytes it was counted with:
+ * a hit changes the block's requested size without the device lock, so
+ * the site must not take the new size off when the block leaves it (a
+ * flush, or a core free). Before, this left the site with 100 bytes
+ * requested and no block (1000 counted, 900 taken off). */
+Test(core_tcache, a_site_gives_back_the_requested_bytes_it_counted) {
+  core_start("track:caller,sim_events:auto");
+  ca_stream_t a = new_stream();
+  void *p = alloc_on(1000, a);
+  free_on(p, a);
+  cr_assert_eq(alloc_on(900, a), p, "the hit");
+  free_on(p, a);
+  cr_assert_eq(cudalloc_empty_cache(), cudaSuccess);   /* the flush gives the block back to the core */
+  ca_device_t *d = dev0();
+  pthread_mutex_lock(&d->lock);
+  const ca_sitelive_t *t = ca_sitelive_of(d);
+  int64_t requested = t->lost.requested, count = t->lost.count;
+  for (size_t i = 0; i < t->cap; i++) requested += t->slots[i].requested, count += t->slots[i].count;
+  pthread_mutex_unlock(&d->lock);
+  cr_assert_eq(count, 0, "no block is live");
+  cr_assert_eq(requested, 0, "the sites still say %lld bytes requested", (long long)requested);
   CHECK_CONSISTENT();
 }
 
