@@ -34,6 +34,16 @@ static void *alloc_sync(size_t size) {
   return p;
 }
 
+/* alloc_sync where the oracle may print a violation: what it printed goes
+ * to out, kept out of make test's output. */
+static void *alloc_sync_captured(size_t size, char *out, size_t n) {
+  capture_t cap;
+  capture_begin(&cap);
+  void *q = alloc_sync(size);
+  capture_end(&cap, out, n);
+  return q;
+}
+
 /* A block a kernel on stream still writes, cudaFree'd. */
 static void *freed_in_flight(size_t size, ca_stream_t stream) {
   void *p = alloc_sync(size);
@@ -257,11 +267,8 @@ static uint64_t violations_with_a_nonblocking_kernel(bool keep_mode) {
   ca_debug.legacyq_outlive_streams = keep_mode;
   ca_stream_t n = created_stream(true);
   void *p = freed_in_flight(3 * MiB, n);
-  capture_t cap;
   char out[2048];
-  capture_begin(&cap);   /* a violation is printed: kept out of make test */
-  void *q = alloc_sync(3 * MiB);
-  capture_end(&cap, out, sizeof out);
+  void *q = alloc_sync_captured(3 * MiB, out, sizeof out);
   cr_assert_eq(q == p, keep_mode, "the block came back with the kernel running: %d", q == p);
   if (keep_mode) cr_assert_not_null(strstr(out, "reuse oracle"), "the violation is printed: %s", out);
   return violations_taken();
@@ -333,11 +340,8 @@ static uint64_t violations_after_a_legacy_synchronization(bool keep_mode) {
   TOUCH(n, p, 4 * MiB, true);
   cr_assert_eq(cudalloc_free(p, (cudaStream_t)n), cudaSuccess);
   synchronize_legacy_stream();
-  capture_t cap;
   char out[2048];
-  capture_begin(&cap);   /* a violation is printed: kept out of make test */
-  void *q = alloc_sync(4 * MiB);
-  capture_end(&cap, out, sizeof out);
+  void *q = alloc_sync_captured(4 * MiB, out, sizeof out);
   cr_assert_eq(q == p, keep_mode, "the block came back with n's kernel running: %d", q == p);
   return violations_taken();
 }
