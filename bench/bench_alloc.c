@@ -4,7 +4,7 @@
  * each target next to the figure it applies to; it passes or fails nothing.
  *
  *   build/bench/bench_alloc [--backend sim|cuda] [--pairs N] [--rounds R]
- *                           [--part single|threads|all] [--conf ,key:value...] [--tracking]
+ *                           [--part single|threads|all|streams] [--conf ,key:value...] [--tracking]
  *
  * Each scenario keeps a window of 16 live blocks: every pair frees the
  * oldest and allocates the next size of a seeded sequence (it repeats every
@@ -16,7 +16,9 @@
  * the order rotated from round to round, so that a slow spell of the
  * machine touches all of them; a ratio is the median of the rounds' own
  * ratios. --part single is meant to run pinned (taskset -c 0, as
- * bench/run.sh does), --part threads not. docs/benchmarks.md explains the
+ * bench/run.sh does), --part threads not; --part streams runs only the
+ * many-streams figures, (s) and the equal-working-set (s=), which holds
+ * 1,024 live blocks on both sides. docs/benchmarks.md explains the
  * figures. */
 #define _GNU_SOURCE
 #include <jemalloc/jemalloc.h>
@@ -34,6 +36,7 @@
 #define MAX_ROUNDS 64
 #define MAX_THREADS 4
 #define STREAMS 64     /* the many-streams scenario */
+#define EQUAL_WINDOW (STREAMS * WINDOW) /* live blocks of both sides of the equal-working-set figure */
 #define WARM_MAX 40    /* passes of the sequence, at most, in the warm-up */
 #define WARM_MAX_THREADS 8
 
@@ -43,10 +46,11 @@ typedef struct opts_s {
   size_t pairs;       /* per round, GPU-like sequence; tiny sizes run 4x as many */
   int rounds;
   bool single, threads; /* which parts run */
+  bool streams_only;  /* --part streams: of the single-thread part, only (s) and (s=) */
   const char *conf;   /* appended to every CUDALLOC configuration (",key:value...") */
 } opts_t;
 
-static opts_t opt = {false, false, 100000, 9, true, true, ""};
+static opts_t opt = {false, false, 100000, 9, true, true, false, ""};
 
 /* Design targets (docs/design.md, issue 12), printed next to the figures. */
 #define TARGET_GPU_RATIO 0.20
@@ -77,12 +81,14 @@ typedef struct lane_s {
   void *live[NALLOC][WINDOW];
   cudaStream_t stream;
   bool free_sync;               /* cudaFree's promise instead of a stream-ordered free */
+  /* The equal-working-set figure's lanes (shaped): a window of `window`
+   * blocks in win, and sizes[first .. first + slice) repeated. */
+  bool shaped;
+  uint32_t window, first, slice; /* powers of two but first */
+  void **win[NALLOC];
 } lane_t;
 
-static void one_pair(lane_t *l, alloc_id_t a) {
-  size_t i = l->next[a]++;
-  void **slot = &l->live[a][i % WINDOW];
-  size_t size = l->sizes[i % SEQ];
+static inline void pair_at(lane_t *l, alloc_id_t a, void **slot, size_t size) {
   switch (a) {
   case CA:
     if (*slot) check(l->free_sync ? cudalloc_free_sync(*slot) : cudalloc_free(*slot, l->stream), "cudalloc_free");
@@ -98,15 +104,33 @@ static void one_pair(lane_t *l, alloc_id_t a) {
   }
 }
 
+static void one_pair(lane_t *l, alloc_id_t a) {
+  size_t i = l->next[a]++;
+  pair_at(l, a, &l->live[a][i % WINDOW], l->sizes[i % SEQ]);
+}
+
+static void one_pair_shaped(lane_t *l, alloc_id_t a) {
+  size_t i = l->next[a]++;
+  pair_at(l, a, &l->win[a][i & (l->window - 1)], l->sizes[l->first + (i & (l->slice - 1))]);
+}
+
 /* n pairs, round-robin over nl lanes (one pair each in turn). */
 static void pairs_on(lane_t *lanes, int nl, alloc_id_t a, size_t n) {
-  if (nl == 1)
+  if (lanes->shaped)
+    for (size_t i = 0; i < n; i++) one_pair_shaped(&lanes[i % (size_t)nl], a);
+  else if (nl == 1)
     for (size_t i = 0; i < n; i++) one_pair(lanes, a);
   else
     for (size_t i = 0; i < n; i++) one_pair(&lanes[i % (size_t)nl], a);
 }
 
 static void lane_drain(lane_t *l) {
+  for (uint32_t i = 0; l->shaped && i < l->window; i++) {
+    if (l->win[CA][i]) check(cudalloc_free(l->win[CA][i], l->stream), "cudalloc_free");
+    if (l->win[JE][i]) dallocx(l->win[JE][i], 0);
+    mi_free(l->win[MI][i]);
+  }
+  for (int a = 0; l->shaped && a < NALLOC; a++) free(l->win[a]);
   for (int i = 0; i < WINDOW; i++) {
     if (l->live[CA][i]) check(cudalloc_free(l->live[CA][i], l->stream), "cudalloc_free");
     if (l->live[JE][i]) dallocx(l->live[JE][i], 0);
@@ -250,10 +274,26 @@ static void timed_rounds(lane_t *lanes, int nl, size_t pairs, double ns[NALLOC][
     }
 }
 
-static lane_t *lanes_new(int nl, const uint32_t *sizes, bool free_sync) {
+/* The lanes' shapes: each its own window of 16 over the whole sequence,
+ * all in step (CLASSIC); for the equal-working-set figure, one lane with a
+ * window of EQUAL_WINDOW over the whole sequence (ONE_BIG), or each lane a
+ * window of 16 repeating its own slice of SEQ / nl sizes (SLICES), so that
+ * a pass of SEQ pairs asks for the same sizes in both. */
+typedef enum { CLASSIC, ONE_BIG, SLICES } shape_t;
+
+static lane_t *lanes_new(int nl, const uint32_t *sizes, bool free_sync, shape_t shape) {
   lane_t *l = calloc((size_t)nl, sizeof *l);
   if (!l) die("calloc", 0);
-  for (int i = 0; i < nl; i++) l[i] = (lane_t){.sizes = sizes, .stream = free_sync ? NULL : new_stream(), .free_sync = free_sync};
+  for (int i = 0; i < nl; i++) {
+    l[i] = (lane_t){.sizes = sizes, .stream = free_sync ? NULL : new_stream(), .free_sync = free_sync};
+    if (shape == CLASSIC) continue;
+    l[i].shaped = true;
+    l[i].window = shape == ONE_BIG ? EQUAL_WINDOW : WINDOW;
+    l[i].slice = SEQ / (uint32_t)nl;
+    l[i].first = (uint32_t)i * l[i].slice;
+    for (int a = 0; a < NALLOC; a++)
+      if (!(l[i].win[a] = calloc(l[i].window, sizeof(void *)))) die("calloc", 0);
+  }
   return l;
 }
 
@@ -267,8 +307,8 @@ static void lanes_drop(lane_t *l, int nl) {
 
 /* One scenario on nl lanes: warm-up, rounds, its printout and its row. */
 static row_t *scenario_on(const char *name, const uint32_t *sizes, int nl, size_t pairs, bool free_sync,
-                          double target) {
-  lane_t *l = lanes_new(nl, sizes, free_sync);
+                          double target, shape_t shape) {
+  lane_t *l = lanes_new(nl, sizes, free_sync, shape);
   double ns[NALLOC][MAX_ROUNDS];
   calls_t warm;
   int passes = warm_cudalloc(l, nl, &warm);
@@ -298,25 +338,43 @@ static row_t *scenario_on(const char *name, const uint32_t *sizes, int nl, size_
 }
 
 static row_t *scenario(const char *name, const uint32_t *sizes, size_t pairs, bool free_sync, double target) {
-  return scenario_on(name, sizes, 1, pairs, free_sync, target);
+  return scenario_on(name, sizes, 1, pairs, free_sync, target, CLASSIC);
 }
 
 /* The same pairs on one stream and on STREAMS streams (round-robin, each
- * stream with its own window): the cost of many streams, for cudalloc,
- * beside the other allocators' cost of the larger working set. */
-static double streams_ratio[2];
+ * stream with its own window of 16, all in step over the same sequence):
+ * the cost of many streams together with that of STREAMS x the live
+ * blocks, and of a sequence that each stream sees only SEQ / STREAMS of
+ * a pass (it repeats after STREAMS passes, beyond WARM_MAX); the other
+ * allocators' ratio beside it is the cost of the larger working set. */
+static double streams_ratio[2], equal_ratio[2];
 
 static void streams_figure(const char *name, const uint32_t *sizes, size_t pairs, int which) {
   char n1[96], n64[96];
   snprintf(n1, sizeof n1, "(s) %s, 1 stream", name);
   snprintf(n64, sizeof n64, "(s) %s, %d streams", name, STREAMS);
-  row_t *one = scenario_on(n1, sizes, 1, pairs, false, 0);
-  row_t *many = scenario_on(n64, sizes, STREAMS, pairs, false, 0);
+  row_t *one = scenario_on(n1, sizes, 1, pairs, false, 0, CLASSIC);
+  row_t *many = scenario_on(n64, sizes, STREAMS, pairs, false, 0, CLASSIC);
   streams_ratio[which] = many->ns[CA] / one->ns[CA];
   printf("  %d streams / 1 stream, ns per pair: cudalloc %.2f (target <= %.1f), jemalloc %.2f, mimalloc %.2f "
          "(they have no streams: theirs is the cost of %d windows instead of one)\n\n",
          STREAMS, streams_ratio[which], TARGET_STREAMS, many->ns[JE] / one->ns[JE], many->ns[MI] / one->ns[MI],
          STREAMS);
+}
+
+/* The per-stream cost alone: both sides hold EQUAL_WINDOW live blocks and
+ * ask for the same sizes in a pass (docs/benchmarks.md). */
+static void equal_figure(const char *name, const uint32_t *sizes, size_t pairs, int which) {
+  char n1[96], n64[96];
+  snprintf(n1, sizeof n1, "(s=) %s, 1 stream x %d live", name, EQUAL_WINDOW);
+  snprintf(n64, sizeof n64, "(s=) %s, %d streams x %d live, a slice each", name, STREAMS, WINDOW);
+  row_t *one = scenario_on(n1, sizes, 1, pairs, false, 0, ONE_BIG);
+  row_t *many = scenario_on(n64, sizes, STREAMS, pairs, false, 0, SLICES);
+  equal_ratio[which] = many->ns[CA] / one->ns[CA];
+  printf("  %d streams / 1 stream, the same %d live blocks, ns per pair: cudalloc %.2f (target <= %.1f), "
+         "jemalloc %.2f, mimalloc %.2f (near 1: the working sets are equal)\n\n",
+         STREAMS, EQUAL_WINDOW, equal_ratio[which], TARGET_STREAMS, many->ns[JE] / one->ns[JE],
+         many->ns[MI] / one->ns[MI]);
 }
 
 // ----------------------------------------------------------------------------
@@ -458,7 +516,7 @@ static const struct {
  * sequence until quiet, then `pairs` timed pairs. ns per pair. */
 static double track_phase(int mode, const uint32_t *sizes, size_t pairs) {
   start(track_modes[mode].conf);
-  lane_t *l = lanes_new(1, sizes, false);
+  lane_t *l = lanes_new(1, sizes, false, CLASSIC);
   calls_t warm;
   warm_cudalloc(l, 1, &warm);
   double t0 = bench_now_ns();
@@ -556,8 +614,14 @@ static void targets(void) {
     if (rows[i].target > 0)
       printf("| %s, cudalloc/jemalloc | %.2f | <= %.2f |\n", rows[i].name, rows[i].vs_je, rows[i].target);
   if (opt.single) {
-    printf("| %d streams / 1, tiny pair | %.2f | <= %.1f |\n", STREAMS, streams_ratio[1], TARGET_STREAMS);
-    printf("| %d streams / 1, GPU-like pair | %.2f | <= %.1f |\n", STREAMS, streams_ratio[0], TARGET_STREAMS);
+    printf("| %d streams / 1, tiny pair (%d x the working set: 16 live per stream) | %.2f | <= %.1f |\n", STREAMS,
+           STREAMS, streams_ratio[1], TARGET_STREAMS);
+    printf("| %d streams / 1, GPU-like pair (%d x the working set) | %.2f | <= %.1f |\n", STREAMS, STREAMS,
+           streams_ratio[0], TARGET_STREAMS);
+    printf("| %d streams / 1, tiny pair, the same %d live blocks | %.2f | <= %.1f |\n", STREAMS, EQUAL_WINDOW,
+           equal_ratio[1], TARGET_STREAMS);
+    printf("| %d streams / 1, GPU-like pair, the same %d live blocks | %.2f | <= %.1f |\n", STREAMS, EQUAL_WINDOW,
+           equal_ratio[0], TARGET_STREAMS);
   }
   if (opt.threads) {
     printf("| two threads / one, GPU-like sequence | %.2f | >= %.1f |\n", two_thread_scaling[0], TARGET_TWO_THREADS);
@@ -575,10 +639,11 @@ static void parse(int argc, char **argv) {
     else if (!strcmp(argv[i], "--conf") && i + 1 < argc) opt.conf = argv[++i];
     else if (!strcmp(argv[i], "--part") && i + 1 < argc) {
       const char *p = argv[++i];
-      opt.single = !strcmp(p, "single") || !strcmp(p, "all");
+      opt.streams_only = !strcmp(p, "streams");
+      opt.single = !strcmp(p, "single") || !strcmp(p, "all") || opt.streams_only;
       opt.threads = !strcmp(p, "threads") || !strcmp(p, "all");
     } else {
-      fprintf(stderr, "usage: bench_alloc [--backend sim|cuda] [--pairs N] [--rounds R] [--part single|threads|all]"
+      fprintf(stderr, "usage: bench_alloc [--backend sim|cuda] [--pairs N] [--rounds R] [--part single|threads|all|streams]"
                       " [--conf ,key:value...] [--tracking]\n");
       exit(2);
     }
@@ -593,12 +658,23 @@ static void single_thread(void) {
            *mix = bench_mix_sizes(SEQ, 3);
   if (!gpu || !tiny || !mix) die("malloc", 0);
   start("");
+  if (opt.streams_only) {
+    streams_figure("GPU-like", gpu, opt.pairs, 0);
+    streams_figure("tiny", tiny, 4 * opt.pairs, 1);
+    equal_figure("GPU-like", gpu, opt.pairs, 0);
+    equal_figure("tiny", tiny, 4 * opt.pairs, 1);
+    cudalloc_shutdown();
+    free(gpu), free(tiny), free(mix);
+    return;
+  }
   row_t *gpu_caller = scenario("(a) GPU-like 512 B..8 MiB", gpu, opt.pairs, false, TARGET_GPU_RATIO);
   row_t *tiny_caller = scenario("(b) tiny 16 B..1 KiB", tiny, 4 * opt.pairs, false, TARGET_TINY_RATIO);
   scenario("(m) PyTorch-like mix, 4 B..128 MiB", mix, opt.pairs, false, TARGET_MIX_RATIO);
   scenario("(a, cudaFree) GPU-like, free_sync", gpu, opt.pairs, true, 0);
   streams_figure("GPU-like", gpu, opt.pairs, 0);
   streams_figure("tiny", tiny, 4 * opt.pairs, 1);
+  equal_figure("GPU-like", gpu, opt.pairs, 0);
+  equal_figure("tiny", tiny, 4 * opt.pairs, 1);
   cudalloc_shutdown();
 
   start(",track:off");
