@@ -368,7 +368,10 @@ static void equal_figure(const char *name, const uint32_t *sizes, size_t pairs, 
   char n1[96], n64[96];
   snprintf(n1, sizeof n1, "(s=) %s, 1 stream x %d live", name, EQUAL_WINDOW);
   snprintf(n64, sizeof n64, "(s=) %s, %d streams x %d live, a slice each", name, STREAMS, WINDOW);
+  /* Each side from an empty cache, not from what the scenarios before it left. */
+  check(cudalloc_empty_cache(), "cudalloc_empty_cache");
   row_t *one = scenario_on(n1, sizes, 1, pairs, false, 0, ONE_BIG);
+  check(cudalloc_empty_cache(), "cudalloc_empty_cache");
   row_t *many = scenario_on(n64, sizes, STREAMS, pairs, false, 0, SLICES);
   equal_ratio[which] = many->ns[CA] / one->ns[CA];
   printf("  %d streams / 1 stream, the same %d live blocks, ns per pair: cudalloc %.2f (target <= %.1f), "
