@@ -375,7 +375,7 @@ static void equal_figure(const char *name, const uint32_t *sizes, size_t pairs, 
   row_t *many = scenario_on(n64, sizes, STREAMS, pairs, false, 0, SLICES);
   equal_ratio[which] = many->ns[CA] / one->ns[CA];
   printf("  %d streams / 1 stream, the same %d live blocks, ns per pair: cudalloc %.2f (target <= %.1f), "
-         "jemalloc %.2f, mimalloc %.2f (near 1: the working sets are equal)\n\n",
+         "jemalloc %.2f, mimalloc %.2f (the working sets are equal: theirs should read near 1)\n\n",
          STREAMS, EQUAL_WINDOW, equal_ratio[which], TARGET_STREAMS, many->ns[JE] / one->ns[JE],
          many->ns[MI] / one->ns[MI]);
 }
