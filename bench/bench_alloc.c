@@ -380,6 +380,13 @@ static void equal_figure(const char *name, const uint32_t *sizes, size_t pairs, 
          many->ns[MI] / one->ns[MI]);
 }
 
+static void many_streams_figures(const uint32_t *gpu, const uint32_t *tiny) {
+  streams_figure("GPU-like", gpu, opt.pairs, 0);
+  streams_figure("tiny", tiny, 4 * opt.pairs, 1);
+  equal_figure("GPU-like", gpu, opt.pairs, 0);
+  equal_figure("tiny", tiny, 4 * opt.pairs, 1);
+}
+
 // ----------------------------------------------------------------------------
 // Threads: each with its own stream and sequence
 // ----------------------------------------------------------------------------
@@ -617,8 +624,8 @@ static void targets(void) {
     if (rows[i].target > 0)
       printf("| %s, cudalloc/jemalloc | %.2f | <= %.2f |\n", rows[i].name, rows[i].vs_je, rows[i].target);
   if (opt.single) {
-    printf("| %d streams / 1, tiny pair (%d x the working set: 16 live per stream) | %.2f | <= %.1f |\n", STREAMS,
-           STREAMS, streams_ratio[1], TARGET_STREAMS);
+    printf("| %d streams / 1, tiny pair (%d x the working set: %d live per stream) | %.2f | <= %.1f |\n", STREAMS,
+           STREAMS, WINDOW, streams_ratio[1], TARGET_STREAMS);
     printf("| %d streams / 1, GPU-like pair (%d x the working set) | %.2f | <= %.1f |\n", STREAMS, STREAMS,
            streams_ratio[0], TARGET_STREAMS);
     printf("| %d streams / 1, tiny pair, the same %d live blocks | %.2f | <= %.1f |\n", STREAMS, EQUAL_WINDOW,
@@ -662,10 +669,7 @@ static void single_thread(void) {
   if (!gpu || !tiny || !mix) die("malloc", 0);
   start("");
   if (opt.streams_only) {
-    streams_figure("GPU-like", gpu, opt.pairs, 0);
-    streams_figure("tiny", tiny, 4 * opt.pairs, 1);
-    equal_figure("GPU-like", gpu, opt.pairs, 0);
-    equal_figure("tiny", tiny, 4 * opt.pairs, 1);
+    many_streams_figures(gpu, tiny);
     cudalloc_shutdown();
     free(gpu), free(tiny), free(mix);
     return;
@@ -674,10 +678,7 @@ static void single_thread(void) {
   row_t *tiny_caller = scenario("(b) tiny 16 B..1 KiB", tiny, 4 * opt.pairs, false, TARGET_TINY_RATIO);
   scenario("(m) PyTorch-like mix, 4 B..128 MiB", mix, opt.pairs, false, TARGET_MIX_RATIO);
   scenario("(a, cudaFree) GPU-like, free_sync", gpu, opt.pairs, true, 0);
-  streams_figure("GPU-like", gpu, opt.pairs, 0);
-  streams_figure("tiny", tiny, 4 * opt.pairs, 1);
-  equal_figure("GPU-like", gpu, opt.pairs, 0);
-  equal_figure("tiny", tiny, 4 * opt.pairs, 1);
+  many_streams_figures(gpu, tiny);
   cudalloc_shutdown();
 
   start(",track:off");
