@@ -182,12 +182,11 @@ unsigned ca_sim_pending_touches(void) {
 // The checks
 // ----------------------------------------------------------------------------
 
-void ca_sim_check_handout(uintptr_t va, size_t size, ca_stream_t stream, bool stream_ordered, void *site) {
-  /* Nothing pending (always so with sim_events:auto, the benchmarks'
-   * mode): nothing to check, and no lock taken on the allocation path. A
-   * touch another thread issues at this very moment is not ordered before
-   * this hand-out either way. */
-  if (!size || !__atomic_load_n(&ca_sim.ntouches, __ATOMIC_ACQUIRE) || !lock_if_started()) return;
+/* Every pending touch against one hand-out (apart from the test below, so
+ * that a hand-out with nothing pending saves no registers for it). */
+static __attribute__((noinline)) void check_pending(uintptr_t va, size_t size, ca_stream_t stream,
+                                                    bool stream_ordered, void *site) {
+  if (!lock_if_started()) return;
   sim_stream_t *s = NULL;
   /* a handle the device does not know orders nothing */
   if (stream_ordered && ca_sim_stream_resolve_locked(stream, &s, true) != CUDA_SUCCESS) s = NULL;
@@ -202,6 +201,15 @@ void ca_sim_check_handout(uintptr_t va, size_t size, ca_stream_t stream, bool st
     break; /* one violation per hand-out */
   }
   ca_sim_unlock();
+}
+
+void ca_sim_check_handout(uintptr_t va, size_t size, ca_stream_t stream, bool stream_ordered, void *site) {
+  /* Nothing pending (always so with sim_events:auto, the benchmarks'
+   * mode): nothing to check, and no lock taken on the allocation path. A
+   * touch another thread issues at this very moment is not ordered before
+   * this hand-out either way. */
+  if (size && __atomic_load_n(&ca_sim.ntouches, __ATOMIC_ACQUIRE))
+    check_pending(va, size, stream, stream_ordered, site);
 }
 
 void ca_sim_host_access(const void *ptr, size_t n, int write, void *site) {
