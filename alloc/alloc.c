@@ -116,15 +116,15 @@ static CUresult device_of(int dev, ca_stream_t stream, ca_device_t **out) {
   return ca_device_get(sdev, out);
 }
 
-CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind, void *caller) {
-  return ca_malloc_on(-1, ptr, size, stream, kind, caller);
-}
-
 static CUresult malloc_core(int dev, void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind,
                             void *site, void *caller);
 
-CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind,
-                      void *caller) {
+/* Every allocation's front: its argument and start checks, the call site
+ * and the thread's front cache. Inlined into both entry points, so that
+ * neither calls the other on the way to a hit. */
+static inline __attribute__((always_inline)) CUresult malloc_front(int dev, void **ptr, size_t size,
+                                                                   ca_stream_t stream, ca_alloc_kind_t kind,
+                                                                   void *caller) {
   ca_demand_poll();
   if (!ptr) return CUDA_ERROR_INVALID_VALUE;
   CUresult rc = ca_ready() ? CUDA_SUCCESS : ca_init(NULL);   /* started: one load */
@@ -143,6 +143,15 @@ CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_a
   /* The thread's front cache first: a hit needs nothing below. */
   if (kind == CA_ALLOC_ASYNC && ca_tcache_hit(dev, ptr, size, stream, site, caller)) return CUDA_SUCCESS;
   return malloc_core(dev, ptr, size, stream, kind, site, caller);
+}
+
+CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind, void *caller) {
+  return malloc_front(-1, ptr, size, stream, kind, caller);
+}
+
+CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind,
+                      void *caller) {
+  return malloc_front(dev, ptr, size, stream, kind, caller);
 }
 
 /* Below the front cache: the device lock (apart, so that a hit saves no

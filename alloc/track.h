@@ -14,7 +14,7 @@ typedef struct ca_stack_s ca_stack_t;
  * asks (NULL with track:off). caller is the allocating call's return
  * address: the program's frames start there. Opaque; equal pointers mean
  * the same stack in every mode (identical stacks are stored once). */
-static inline void *ca_track_site(void *caller);
+static inline __attribute__((always_inline)) void *ca_track_site(void *caller);
 /* The same: every mode (ca_track_site answers the default one inline). */
 void *ca_track_site_slow(void *caller);
 /* Stores frames[0..n) once (stackwalk.c's intern callback). */
@@ -41,7 +41,7 @@ void ca_track_forget(void);
  * frames below the caller stay the same for every caller. The memo is
  * keyed by the CFA of the function this is inlined into (ca_malloc_on),
  * and asked there: a stack seen before costs no call. */
-static inline void *ca_track_site(void *caller) {
+static inline __attribute__((always_inline)) void *ca_track_site(void *caller) {
   if (ca_config.track == CA_TRACK_STACK && caller) {
     const char *cfa = __builtin_dwarf_cfa();
     int depth = (int)ca_config.track_depth;
