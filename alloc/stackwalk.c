@@ -251,12 +251,8 @@ static __attribute__((noinline)) void *unwind(void *caller, int depth, bool cach
 // ----------------------------------------------------------------------------
 
 /* The memo's set of (caller, cfa): two ways, so that two callers of a
- * helper at one depth (the same key) alternate without a miss (the same
- * index as ca_stackwalk_remembered's). */
-static memo_t *memo_of(void *caller, const char *cfa) {
-  uint64_t h = ((uintptr_t)caller ^ (uintptr_t)cfa) * 0x9e3779b97f4a7c15ull;
-  return &mine.memo[h >> (64 - CA_STACKWALK_MEMO_LOG2) & ~(uint64_t)1];
-}
+ * helper at one depth (the same key) alternate without a miss. */
+static memo_t *memo_of(void *caller, const char *cfa) { return ca_stackwalk_set(&mine, caller, cfa); }
 
 /* The frames of m's stack past its copy (track_depth > MEMO_FRAMES). */
 __attribute__((no_sanitize("address"))) bool ca_stackwalk_still_deep(const memo_t *m) {
@@ -283,7 +279,7 @@ static void *remember(void *caller, const char *cfa, int depth, uintptr_t slot0,
   if (!CA_DEBUG(stackwalk_trust_caller) && mine.gen == __atomic_load_n(&generation, __ATOMIC_ACQUIRE)) {
     memo_t *m = memo_of(caller, cfa);
     m[1] = m[0];
-    m[0] = (memo_t){caller, cfa, depth, s->n > MEMO_FRAMES, s->site, s, {0}, {0}};
+    m[0] = (memo_t){cfa, depth, s->n > MEMO_FRAMES, s->site, s, {0}, {0}};   /* pc[0] is caller: f[0] */
     for (int i = 0; i < MEMO_FRAMES; i++) {
       m->pc[i] = i < s->n ? s->f[i].pc : NULL;
       m->slot[i] = i < s->n ? (void *const *)(slot0 + (uintptr_t)s->f[i].off) : &m->pc[i];

@@ -26,16 +26,16 @@ void *ca_stackwalk_site_at(void *caller, int depth, bool cached, ca_stackwalk_in
 
 /* The thread's memo of the stacks it matched last (stackwalk.c says why a
  * match is the same stack), inline so that a stack seen before costs no
- * call: per entry the slot of each frame and the return address it held;
- * a stack of fewer frames points the rest at their own pc (always equal);
- * frames past CA_STACKWALK_MEMO_FRAMES are checked through the stack's
- * entry (ca_stackwalk_still_deep). */
+ * call: per entry the slot of each frame and the return address it held
+ * (pc[0] is the caller: the key); a stack of fewer frames points the rest
+ * at their own pc (always equal); frames past CA_STACKWALK_MEMO_FRAMES are
+ * checked through the stack's entry (ca_stackwalk_still_deep). 128 bytes
+ * an entry: an index is a shift. */
 #define CA_STACKWALK_MEMO_FRAMES 6   /* track_depth's default */
 #define CA_STACKWALK_MEMO_LOG2 3     /* entries per thread: 8, in sets of two */
 
 typedef struct ca_stackwalk_memo_s {
-  void *caller;
-  const char *cfa;
+  const char *cfa;                   /* NULL: an empty entry */
   int depth;
   bool deep;                         /* more frames than the copy */
   void *site;
@@ -43,6 +43,7 @@ typedef struct ca_stackwalk_memo_s {
   void *const *slot[CA_STACKWALK_MEMO_FRAMES];
   void *pc[CA_STACKWALK_MEMO_FRAMES];
 } ca_stackwalk_memo_t;
+_Static_assert(sizeof(ca_stackwalk_memo_t) == 128, "a memo entry is found by a shift");
 
 typedef struct ca_stackwalk_thread_s {
   uintptr_t lo, hi;                  /* the stack's bounds (hi 0: not asked yet) */
@@ -66,14 +67,22 @@ static inline void *ca_stackwalk_word(void *const *p) {
 #endif
 }
 
+/* The CFA first: only under the same CFA are the slots this thread's stack
+ * (stackwalk.c); then the key's rest and every frame in one test. */
 static inline bool ca_stackwalk_still(const ca_stackwalk_memo_t *m, void *caller, const char *cfa, int depth) {
-  if (m->caller != caller || m->cfa != cfa || m->depth != depth) return false;   /* an empty entry: depth 0 */
-  if (CA_DEBUG(stackwalk_memo_trust)) return true;
-  uintptr_t differ = 0;
+  if (m->cfa != cfa) return false;
+  if (CA_DEBUG(stackwalk_memo_trust)) return m->pc[0] == caller && m->depth == depth;
+  uintptr_t differ = ((uintptr_t)m->pc[0] ^ (uintptr_t)caller) | (uintptr_t)(unsigned)(m->depth ^ depth);
 #pragma GCC unroll 8
   for (int i = 0; i < CA_STACKWALK_MEMO_FRAMES; i++)
     differ |= (uintptr_t)ca_stackwalk_word(m->slot[i]) ^ (uintptr_t)m->pc[i];
   return !differ && (!m->deep || ca_stackwalk_still_deep(m));
+}
+
+/* The first way of (caller, cfa)'s set of two. */
+static inline ca_stackwalk_memo_t *ca_stackwalk_set(ca_stackwalk_thread_t *t, void *caller, const char *cfa) {
+  uint32_t h = (uint32_t)((uintptr_t)caller ^ (uintptr_t)cfa) * 0x9e3779b1u;
+  return &t->memo[h >> (32 - CA_STACKWALK_MEMO_LOG2) & ~1u];
 }
 
 /* The call site of (caller, depth) as the memo remembers it under cfa, or
@@ -81,8 +90,7 @@ static inline bool ca_stackwalk_still(const ca_stackwalk_memo_t *m, void *caller
 static inline void *ca_stackwalk_remembered(void *caller, const char *cfa, int depth) {
   ca_stackwalk_thread_t *t = &ca_stackwalk_mine;
   if (t->gen != __atomic_load_n(&ca_stackwalk_generation, __ATOMIC_ACQUIRE)) return NULL;
-  uint64_t h = ((uintptr_t)caller ^ (uintptr_t)cfa) * 0x9e3779b97f4a7c15ull;
-  const ca_stackwalk_memo_t *m = &t->memo[h >> (64 - CA_STACKWALK_MEMO_LOG2) & ~(uint64_t)1];
+  const ca_stackwalk_memo_t *m = ca_stackwalk_set(t, caller, cfa);
   if (!ca_stackwalk_still(m, caller, cfa, depth) && !ca_stackwalk_still(++m, caller, cfa, depth)) return NULL;
   CA_DEBUG_TALLY(stackwalk_memo_hits);
   return m->site;
