@@ -13,6 +13,7 @@
  *   6. give every cached page back and grow once more
  * and only then fails, with a report. */
 #include "blocks.h"
+#include "calm.h"
 #include "core.h"
 #include "demand.h"
 #include "device.h"
@@ -119,24 +120,43 @@ static CUresult device_of(int dev, ca_stream_t stream, ca_device_t **out) {
 static CUresult malloc_core(int dev, void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind,
                             void *site, void *caller);
 
+/* An allocation while the calm word is stirred (calm.h): the report asked
+ * by signal, the start, the exit and legacyq's mode, each looked at. True
+ * when that answers the allocation (*rc); else it goes on with *stream. */
+static __attribute__((noinline)) bool stirred_front(void **ptr, size_t size, ca_stream_t *stream, bool ordered,
+                                                    CUresult *rc) {
+  ca_demand_poll();
+  *rc = !ptr ? CUDA_ERROR_INVALID_VALUE : ca_ready() ? CUDA_SUCCESS : ca_init(NULL);
+  if (*rc) return true;
+  if (size == 0) {   /* as cudaMalloc: success, and a NULL that frees fine */
+    *ptr = NULL;
+    return true;
+  }
+  if (exited()) {
+    *rc = CUDA_ERROR_DEINITIALIZED;
+    return true;
+  }
+  /* Not stream-ordered: nobody's pending blocks (stream NULL to take), but
+   * the legacy stream's while it is the only one (legacyq.c). */
+  *stream = ca_legacyq_alloc_stream(ordered, *stream);
+  return false;
+}
+
 /* Every allocation's front: its argument and start checks, the call site
  * and the thread's front cache. Inlined into both entry points, so that
  * neither calls the other on the way to a hit. */
 static inline __attribute__((always_inline)) CUresult malloc_front(int dev, void **ptr, size_t size,
                                                                    ca_stream_t stream, ca_alloc_kind_t kind,
                                                                    void *caller) {
-  ca_demand_poll();
-  if (!ptr) return CUDA_ERROR_INVALID_VALUE;
-  CUresult rc = ca_ready() ? CUDA_SUCCESS : ca_init(NULL);   /* started: one load */
-  if (rc) return rc;
-  if (size == 0) {   /* as cudaMalloc: success, and a NULL that frees fine */
-    *ptr = NULL;
-    return CUDA_SUCCESS;
+  if (__builtin_expect(!ca_calm(), 0)) {
+    CUresult rc;
+    if (stirred_front(ptr, size, &stream, kind == CA_ALLOC_ASYNC, &rc)) return rc;
+  } else if (!ptr || !size) {   /* stirred_front's answers, started and not exiting */
+    if (ptr) *ptr = NULL;
+    return ptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  } else {
+    stream = ca_legacyq_over_stream(kind == CA_ALLOC_ASYNC, stream);
   }
-  if (exited()) return CUDA_ERROR_DEINITIALIZED;
-  /* Not stream-ordered: nobody's pending blocks (stream NULL to take), but
-   * the legacy stream's while it is the only one (legacyq.c). */
-  stream = ca_legacyq_alloc_stream(kind == CA_ALLOC_ASYNC, stream);
   /* Taken here for both paths, outside every lock: the stack walk needs
    * the same frames below each caller (stackwalk.c). */
   void *site = ca_track_site(caller);
@@ -290,8 +310,10 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
 /* Both frees tell legacyq.c the stream and thread first (before any lock:
  * that may end its mode), the front cache's frees too. */
 CUresult ca_free(void *ptr, ca_stream_t stream) {
-  ca_demand_poll();
-  ca_legacyq_saw(stream);
+  if (__builtin_expect(!ca_calm(), 0)) {   /* calm: no report asked, legacyq's mode over */
+    ca_demand_poll();
+    ca_legacyq_saw(stream);
+  }
   if (ca_tcache_give(ptr, stream)) return CUDA_SUCCESS;   /* the thread's front cache: no lock */
   return free_block(ptr, stream, false);
 }

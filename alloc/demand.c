@@ -10,14 +10,12 @@
 #include "report.h"
 #include "stats.h"
 
-volatile sig_atomic_t ca_demand_requested;
-
 static int armed;                 /* the signal our handler is installed for; 0: none */
 static struct sigaction previous; /* what it replaced */
 
-/* Async-signal-safe: a store, and the program's own handler if it had one. */
+/* Async-signal-safe: a lock-free atomic or, and the program's own handler if it had one. */
 static void on_signal(int sig, siginfo_t *info, void *ctx) {
-  __atomic_store_n(&ca_demand_requested, 1, __ATOMIC_RELAXED);
+  ca_stir(CA_STIR_DEMAND);
   if (CA_DEBUG(report_in_handler)) ca_demand_write();   /* the fault its test must catch */
   if (previous.sa_flags & SA_SIGINFO) {
     if (previous.sa_sigaction) previous.sa_sigaction(sig, info, ctx);
@@ -45,7 +43,7 @@ void ca_demand_arm(int sig) {
 
 void ca_demand_write(void) {
   /* one thread writes, however many saw the flag */
-  if (!__atomic_exchange_n(&ca_demand_requested, 0, __ATOMIC_ACQ_REL) || !ca_ready()) return;
+  if (!(ca_unstir(CA_STIR_DEMAND) & CA_STIR_DEMAND) || !ca_ready()) return;
   if (ca_config.summary == CA_SUMMARY_ALL || ca_rank_is_first()) {
     ca_log_block_t b;
     FILE *f = ca_log_block_begin(&b);

@@ -45,7 +45,6 @@
 #include "device.h"
 #include "fence.h"
 
-bool ca_legacyq_over;         /* atomic: the mode is over for this process, or off */
 static bool vouched;          /* atomic: the shim sees every stream the program creates */
 static uint64_t owner;        /* atomic: the tag of the one thread seen, 0 none yet */
 static uint64_t next_tag;     /* atomic */
@@ -66,13 +65,13 @@ static bool available(void) {
 
 void ca_streams_all_seen(void) { __atomic_store_n(&vouched, true, __ATOMIC_RELEASE); }
 
-static bool active(void) { return available() && !__atomic_load_n(&ca_legacyq_over, __ATOMIC_ACQUIRE); }
+static bool active(void) { return available() && !ca_legacyq_is_over(); }
 
 static bool is_legacy(ca_stream_t s) { return s == NULL || s == CA_STREAM_LEGACY; }
 
 void ca_legacyq_saw_slow(ca_stream_t stream) {
   if (!available()) {   /* off: the hot path's test says so from now on */
-    if (ca_ready()) __atomic_store_n(&ca_legacyq_over, true, __ATOMIC_RELEASE);
+    if (ca_ready()) ca_unstir(CA_STIR_LEGACYQ);
     return;
   }
   if (!active()) return;
@@ -109,7 +108,7 @@ static uint64_t end_begin(ca_device_t *d) {
 void ca_legacyq_end(void) {
   /* the planted fault: the mode outlives what breaks its FIFO */
   if (CA_DEBUG(legacyq_outlive_streams)) return;
-  if (!available() || __atomic_exchange_n(&ca_legacyq_over, true, __ATOMIC_ACQ_REL))
+  if (!available() || !(ca_unstir(CA_STIR_LEGACYQ) & CA_STIR_LEGACYQ))   /* over already */
     return;
   if (!ca_ready()) return;
   for (int i = 0; i < ca_state.ndevices; i++) {
@@ -136,6 +135,6 @@ bool ca_legacyq_sync_proves(ca_stream_t stream) {
 }
 
 void ca_legacyq_reset(void) {
-  __atomic_store_n(&ca_legacyq_over, false, __ATOMIC_RELEASE);
+  ca_stir(CA_STIR_LEGACYQ);
   __atomic_store_n(&owner, 0, __ATOMIC_RELEASE);
 }

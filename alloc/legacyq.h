@@ -3,10 +3,12 @@
 #ifndef CUDALLOC_LEGACYQ_H
 #define CUDALLOC_LEGACYQ_H
 
+#include "calm.h"
 #include "types.h"
 
-/* Set once the mode is over (or off): the one test the hot path makes. */
-extern bool ca_legacyq_over;
+/* The mode's state is the calm word's CA_STIR_LEGACYQ bit (calm.h): clear
+ * once the mode is over (or off), the one test the hot path makes. */
+static inline bool ca_legacyq_is_over(void) { return !ca_stirred_by(CA_STIR_LEGACYQ); }
 
 ca_stream_t ca_legacyq_alloc_stream_slow(bool ordered, ca_stream_t stream);
 void ca_legacyq_saw_slow(ca_stream_t stream);
@@ -16,16 +18,19 @@ void ca_legacyq_saw_slow(ca_stream_t stream);
  * stream, and noted as by ca_legacyq_saw); for one that is not
  * stream-ordered, the legacy stream while the mode holds, else NULL (free
  * blocks only). */
-static inline ca_stream_t ca_legacyq_alloc_stream(bool ordered, ca_stream_t stream) {
-  if (!__atomic_load_n(&ca_legacyq_over, __ATOMIC_ACQUIRE)) return ca_legacyq_alloc_stream_slow(ordered, stream);
+static inline ca_stream_t ca_legacyq_over_stream(bool ordered, ca_stream_t stream) {
   return !ordered ? NULL : stream ? stream : CA_STREAM_LEGACY;
+}
+static inline ca_stream_t ca_legacyq_alloc_stream(bool ordered, ca_stream_t stream) {
+  if (!ca_legacyq_is_over()) return ca_legacyq_alloc_stream_slow(ordered, stream);
+  return ca_legacyq_over_stream(ordered, stream);
 }
 
 /* The program used stream from the calling thread (called before any
  * device lock): a stream other than the legacy one, or a second thread
  * (whose default stream may be a per-thread one), ends the mode. */
 static inline void ca_legacyq_saw(ca_stream_t stream) {
-  if (!__atomic_load_n(&ca_legacyq_over, __ATOMIC_ACQUIRE)) ca_legacyq_saw_slow(stream);
+  if (!ca_legacyq_is_over()) ca_legacyq_saw_slow(stream);
 }
 /* Something the legacy stream does not order has appeared (a stream, a
  * peer device, a capture): the mode ends for good. The legacy queue's

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "calm.h"
 #include "core.h"
 #include "demand.h"
 #include "device.h"
@@ -77,6 +78,7 @@ CUresult ca_init(const char *conf) {
   if (ca_state.init == CA_INIT_NONE) {
     init_result = start(conf);
     __atomic_store_n(&ca_state.init, init_result ? CA_INIT_FAILED : CA_INIT_OK, __ATOMIC_RELEASE);
+    if (!init_result) ca_unstir(CA_STIR_START);   /* after: calm means started (calm.h) */
   }
   pthread_mutex_unlock(&init_lock);
   return init_result;
@@ -142,6 +144,7 @@ static void flush_caches(ca_device_t *d, void *arg) {
 
 void cudalloc_shutdown(void) {
   pthread_mutex_lock(&init_lock);
+  ca_stir(CA_STIR_START);   /* before: the hot path looks at ca_ready() from now on */
   if (ca_state.init == CA_INIT_OK) {
     close_trace();
     ca_each_device(flush_caches, NULL);   /* what the front caches hold was freed: no leak */
@@ -163,6 +166,7 @@ void cudalloc_shutdown(void) {
   memset(&ca_debug, 0, sizeof ca_debug);
 #endif
   __atomic_store_n(&ca_state.init, CA_INIT_NONE, __ATOMIC_RELEASE);
+  ca_unstir(CA_STIR_EXIT);   /* the memset cleared exited */
   pthread_mutex_unlock(&init_lock);
 }
 
@@ -173,6 +177,7 @@ void ca_fork_child(void) {
   /* Another thread may have held a lock at fork(): touch none of them.
    * The parent's device state is not ours to use: keep it reachable (so
    * that it is not reported as a leak) but never touch it again. */
+  ca_stir(CA_STIR_START);
   for (int i = 0; i < CA_MAX_DEVICES; i++) abandoned[i] = ca_state.devices[i];
   if (ca_state.be) ca_state.be->abandon();
   ca_pinned_fork_child();
@@ -188,6 +193,7 @@ void ca_fork_child(void) {
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   init_lock = fresh;
   __atomic_store_n(&ca_state.init, CA_INIT_NONE, __ATOMIC_RELEASE);
+  ca_unstir(CA_STIR_EXIT);   /* the memset cleared exited */
 }
 
 /* Process exit: the summary and reports, written while the driver is still
@@ -207,6 +213,7 @@ void ca_exit(void) {
   close_trace();           /* before the leak report, which may end the process */
   ca_report_exit_leaks();   /* may end the process with leak_exit_code */
   /* From here on the driver may be gone: no further device call. */
+  ca_stir(CA_STIR_EXIT);
   __atomic_store_n(&ca_state.exited, true, __ATOMIC_RELEASE);
 }
 
