@@ -17,6 +17,7 @@
 #include "core.h"
 #include "demand.h"
 #include "device.h"
+#include "entry.h"
 #include "fence.h"
 #include "leaks.h"
 #include "legacyq.h"
@@ -120,26 +121,28 @@ static CUresult device_of(int dev, ca_stream_t stream, ca_device_t **out) {
 static CUresult malloc_core(int dev, void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind,
                             void *site, void *caller);
 
+/* What the stirred path says: the answer, or the stream to go on with (in
+ * two registers: the front keeps its stream in one). */
+typedef struct {
+  ca_stream_t stream;
+  CUresult rc;
+  bool answered;
+} stirred_t;
+
 /* An allocation while the calm word is stirred (calm.h): the report asked
- * by signal, the start, the exit and legacyq's mode, each looked at. True
- * when that answers the allocation (*rc); else it goes on with *stream. */
-static __attribute__((noinline)) bool stirred_front(void **ptr, size_t size, ca_stream_t *stream, bool ordered,
-                                                    CUresult *rc) {
+ * by signal, the start, the exit and legacyq's mode, each looked at. */
+static __attribute__((noinline)) stirred_t stirred_front(void **ptr, size_t size, ca_stream_t stream, bool ordered) {
   ca_demand_poll();
-  *rc = !ptr ? CUDA_ERROR_INVALID_VALUE : ca_ready() ? CUDA_SUCCESS : ca_init(NULL);
-  if (*rc) return true;
+  CUresult rc = !ptr ? CUDA_ERROR_INVALID_VALUE : ca_ready() ? CUDA_SUCCESS : ca_init(NULL);
+  if (rc) return (stirred_t){stream, rc, true};
   if (size == 0) {   /* as cudaMalloc: success, and a NULL that frees fine */
     *ptr = NULL;
-    return true;
+    return (stirred_t){stream, CUDA_SUCCESS, true};
   }
-  if (exited()) {
-    *rc = CUDA_ERROR_DEINITIALIZED;
-    return true;
-  }
+  if (exited()) return (stirred_t){stream, CUDA_ERROR_DEINITIALIZED, true};
   /* Not stream-ordered: nobody's pending blocks (stream NULL to take), but
    * the legacy stream's while it is the only one (legacyq.c). */
-  *stream = ca_legacyq_alloc_stream(ordered, *stream);
-  return false;
+  return (stirred_t){ca_legacyq_alloc_stream(ordered, stream), CUDA_SUCCESS, false};
 }
 
 /* Every allocation's front: its argument and start checks, the call site
@@ -149,8 +152,9 @@ static inline __attribute__((always_inline)) CUresult malloc_front(int dev, void
                                                                    ca_stream_t stream, ca_alloc_kind_t kind,
                                                                    void *caller) {
   if (__builtin_expect(!ca_calm(), 0)) {
-    CUresult rc;
-    if (stirred_front(ptr, size, &stream, kind == CA_ALLOC_ASYNC, &rc)) return rc;
+    stirred_t st = stirred_front(ptr, size, stream, kind == CA_ALLOC_ASYNC);
+    if (st.answered) return st.rc;
+    stream = st.stream;
   } else if (!ptr || !size) {   /* stirred_front's answers, started and not exiting */
     if (ptr) *ptr = NULL;
     return ptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
@@ -172,6 +176,11 @@ CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t 
 CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind,
                       void *caller) {
   return malloc_front(dev, ptr, size, stream, kind, caller);
+}
+
+cudaError_t ca_entry_malloc(void **ptr, size_t size, ca_stream_t stream, void *caller) {
+  CUresult rc = malloc_front(-1, ptr, size, stream, CA_ALLOC_ASYNC, caller);
+  return rc ? ca_cuda_error(rc) : cudaSuccess;
 }
 
 /* Below the front cache: the device lock (apart, so that a hit saves no
@@ -308,14 +317,22 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
 }
 
 /* Both frees tell legacyq.c the stream and thread first (before any lock:
- * that may end its mode), the front cache's frees too. */
-CUresult ca_free(void *ptr, ca_stream_t stream) {
+ * that may end its mode), the front cache's frees too. Inlined into both
+ * entry points of a stream-ordered free. */
+static inline __attribute__((always_inline)) CUresult free_front(void *ptr, ca_stream_t stream) {
   if (__builtin_expect(!ca_calm(), 0)) {   /* calm: no report asked, legacyq's mode over */
     ca_demand_poll();
     ca_legacyq_saw(stream);
   }
   if (ca_tcache_give(ptr, stream)) return CUDA_SUCCESS;   /* the thread's front cache: no lock */
   return free_block(ptr, stream, false);
+}
+
+CUresult ca_free(void *ptr, ca_stream_t stream) { return free_front(ptr, stream); }
+
+cudaError_t ca_entry_free(void *ptr, ca_stream_t stream) {
+  CUresult rc = free_front(ptr, stream);
+  return rc ? ca_cuda_error(rc) : cudaSuccess;
 }
 
 CUresult ca_free_sync(void *ptr) {

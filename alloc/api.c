@@ -4,6 +4,7 @@
 #include "core.h"
 #include "creep.h"
 #include "device.h"
+#include "entry.h"
 #include "fence.h"
 #include "legacyq.h"
 #include "log.h"
@@ -49,14 +50,12 @@ cudaError_t cudalloc_init(const char *conf) { return ca_cuda_error(ca_init(conf)
 
 int cudalloc_version(void) { return CUDALLOC_VERSION; }
 
-/* Success needs no translation (the hot path). */
-static cudaError_t result(CUresult rc) { return rc ? ca_cuda_error(rc) : cudaSuccess; }
-
+/* The stream-ordered pair: one jump each into alloc.c (entry.h). */
 cudaError_t cudalloc_malloc(void **ptr, size_t size, cudaStream_t stream) {
-  return result(ca_malloc(ptr, size, (ca_stream_t)stream, CA_ALLOC_ASYNC, __builtin_return_address(0)));
+  return ca_entry_malloc(ptr, size, (ca_stream_t)stream, __builtin_return_address(0));
 }
 
-cudaError_t cudalloc_free(void *ptr, cudaStream_t stream) { return result(ca_free(ptr, (ca_stream_t)stream)); }
+cudaError_t cudalloc_free(void *ptr, cudaStream_t stream) { return ca_entry_free(ptr, (ca_stream_t)stream); }
 
 cudaError_t cudalloc_free_sync(void *ptr) { return ca_cuda_error(ca_free_sync(ptr)); }
 
