@@ -151,10 +151,17 @@ static __attribute__((noinline)) stirred_t stirred_front(void **ptr, size_t size
 static inline __attribute__((always_inline)) CUresult malloc_front(int dev, void **ptr, size_t size,
                                                                    ca_stream_t stream, ca_alloc_kind_t kind,
                                                                    void *caller) {
-  if (__builtin_expect(!ca_calm(), 0)) {
-    stirred_t st = stirred_front(ptr, size, stream, kind == CA_ALLOC_ASYNC);
-    if (st.answered) return st.rc;
-    stream = st.stream;
+  uint32_t stirred = ca_stirs();
+  if (__builtin_expect(stirred, 0)) {
+    /* legacyq's mode alone (a single-stream program, preloaded) and good
+     * arguments: its own call only */
+    if (stirred == CA_STIR_LEGACYQ && ptr && size) {
+      stream = ca_legacyq_alloc_stream_slow(kind == CA_ALLOC_ASYNC, stream);
+    } else {
+      stirred_t st = stirred_front(ptr, size, stream, kind == CA_ALLOC_ASYNC);
+      if (st.answered) return st.rc;
+      stream = st.stream;
+    }
   } else if (!ptr || !size) {   /* stirred_front's answers, started and not exiting */
     if (ptr) *ptr = NULL;
     return ptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;

@@ -19,8 +19,9 @@ enum {
 
 extern uint32_t ca_stirred;   /* atomic */
 
-static inline bool ca_calm(void) { return !__atomic_load_n(&ca_stirred, __ATOMIC_ACQUIRE); }
-static inline bool ca_stirred_by(uint32_t why) { return __atomic_load_n(&ca_stirred, __ATOMIC_ACQUIRE) & why; }
+static inline uint32_t ca_stirs(void) { return __atomic_load_n(&ca_stirred, __ATOMIC_ACQUIRE); }
+static inline bool ca_calm(void) { return !ca_stirs(); }
+static inline bool ca_stirred_by(uint32_t why) { return ca_stirs() & why; }
 /* A lock-free read-modify-write each: async-signal-safe (the report signal's handler sets its bit). */
 static inline uint32_t ca_stir(uint32_t why) { return __atomic_fetch_or(&ca_stirred, why, __ATOMIC_ACQ_REL); }
 static inline uint32_t ca_unstir(uint32_t why) { return __atomic_fetch_and(&ca_stirred, ~why, __ATOMIC_ACQ_REL); }

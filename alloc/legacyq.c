@@ -70,6 +70,11 @@ static bool active(void) { return available() && !ca_legacyq_is_over(); }
 static bool is_legacy(ca_stream_t s) { return s == NULL || s == CA_STREAM_LEGACY; }
 
 void ca_legacyq_saw_slow(ca_stream_t stream) {
+  /* The mode's common case, first: its one thread on the legacy stream.
+   * An owner is only taken while the mode is available (below), and
+   * ca_legacyq_reset forgets it: nothing to do, whether or not the mode
+   * has ended since. */
+  if (is_legacy(stream) && __atomic_load_n(&owner, __ATOMIC_ACQUIRE) == my_tag()) return;
   if (!available()) {   /* off: the hot path's test says so from now on */
     if (ca_ready()) ca_unstir(CA_STIR_LEGACYQ);
     return;

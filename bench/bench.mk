@@ -52,6 +52,12 @@ $(BENCH_PAIR_IR): bench/pair_instructions.c bench/bench.h $(LIB_A) $(HEADER)
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) -Ibench -Ialloc/backend -Ialloc/backend/sim $< -o $@ $(LIB_A) $(CUDART) $(LIBS)
 
+# The same tiny pair through the runtime's calls, run under LD_PRELOAD (the shim's path).
+BENCH_PRELOAD_PAIR := $(BUILD)/bench/preload_pair
+$(BENCH_PRELOAD_PAIR): bench/preload_pair.c bench/bench.h
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) -Ibench $< -o $@ $(CUDART) $(LIBS)
+
 $(BENCH_SPY): bench/step_spy.c $(HEADER)
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) -fvisibility=hidden -shared $< -o $@ -ldl
