@@ -146,8 +146,9 @@ static __attribute__((noinline)) stirred_t stirred_front(void **ptr, size_t size
 }
 
 /* Every allocation's front: its argument and start checks, the call site
- * and the thread's front cache. Inlined into both entry points, so that
- * neither calls the other on the way to a hit. */
+ * and the thread's front cache. Inlined into each entry point (ca_malloc,
+ * ca_malloc_on, ca_entry_malloc), so that none calls another on the way
+ * to a hit. */
 static inline __attribute__((always_inline)) CUresult malloc_front(int dev, void **ptr, size_t size,
                                                                    ca_stream_t stream, ca_alloc_kind_t kind,
                                                                    void *caller) {

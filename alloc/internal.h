@@ -10,7 +10,7 @@
  * include that goes sideways or upwards (a cycle needs one).
  *
  * include-order:
- *   env
+ *   env calm
  *   rank
  *   log
  *   config jemalloc_private oom_verdict
@@ -38,12 +38,13 @@
  *   creep
  *   peak
  *   report
- *   demand oom
+ *   demand oom entry
  *   alloc api lifecycle
  *   internal
  * end-include-order
  *
  *   env        environment variables before libc   rank    which process of a job this is
+ *   calm       one word: nothing unusual is going on (the hot path's one test)
  *   log        stderr lines, rank-tagged           config  CUDALLOC_CONF
  *   types      structures, constants, ca_stat_add and CA_CALL
  *   streamdev  a stream's device, remembered per thread
@@ -77,6 +78,7 @@
  *   trace_clock  the event log's clock (TSC or CLOCK_MONOTONIC) and its calibration pairs
  *   sitelive   live bytes per call site
  *   creep      per-step samples, creep verdict     peak    what was live at the peaks
+ *   entry      the public API's stream-ordered pair, straight into alloc.c's fronts
  *   alloc, api, lifecycle: the entry points (include/core.h, include/cudalloc.h)
  *
  * This header includes them all, for the test suites; no core file
@@ -88,11 +90,13 @@
 
 #include "bins.h"
 #include "blocks.h"
+#include "calm.h"
 #include "check.h"
 #include "churn.h"
 #include "creep.h"
 #include "demand.h"
 #include "device.h"
+#include "entry.h"
 #include "env.h"
 #include "fence.h"
 #include "holdings.h"
