@@ -9,6 +9,9 @@
 
 #include "bins.h"
 
+#define ZERO_HALF (offsetof(ca_block_t, tc) / 2 & ~(size_t)7)
+_Static_assert(offsetof(ca_block_t, tc) - ZERO_HALF <= 72, "each piece of the zeroing is short");
+
 /* A struct all zero. A recycled struct's tc may be read by another
  * thread's front cache at any time (tcache.c, stale()): it is written
  * atomically, the rest around it. */
@@ -16,7 +19,10 @@ ca_block_t *ca_block_new(ca_device_t *d) {
   ca_block_t *b = d->spare_blocks;
   if (b) d->spare_blocks = b->next;
   else if (!(b = malloc(sizeof *b))) return NULL;
-  memset(b, 0, offsetof(ca_block_t, tc));
+  /* Two pieces of at most 64 bytes: the compiler stores them inline, where
+   * one of 136 bytes becomes a `rep stos` of 17 steps. */
+  memset(b, 0, ZERO_HALF);
+  memset((char *)b + ZERO_HALF, 0, offsetof(ca_block_t, tc) - ZERO_HALF);
   __atomic_store_n(&b->tc, 0, __ATOMIC_RELAXED);
   memset(&b->tc_next, 0, sizeof *b - offsetof(ca_block_t, tc_next));
   return b;
