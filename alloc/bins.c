@@ -113,6 +113,13 @@ void ca_bins_resized(ca_bins_t *bins, ca_block_t *b, size_t old_size) {
   }
 }
 
+bool ca_bins_files(const ca_bins_t *bins, const ca_block_t *b) {
+  int fl, sl;
+  bin_of(b->size, &fl, &sl);
+  return b->in_bins && fl == b->bin_fl && sl == b->bin_sl && bins->heads[fl][sl] &&
+         (bins->fl_bitmap >> fl & 1) && (bins->sl_bitmap[fl] >> sl & 1) && bins->bound[fl][sl] >= b->size;
+}
+
 /* The first non-empty bin at or after (fl, sl), or false. */
 static bool next_bin(const ca_bins_t *bins, int *fl, int *sl) {
   uint32_t sl_map = *sl < CA_BINS_SL ? bins->sl_bitmap[*fl] & (~0u << *sl) : 0;

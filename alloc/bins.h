@@ -13,6 +13,21 @@ void ca_bins_resized(ca_bins_t *bins, ca_block_t *b, size_t old_size);
 /* A block with min_size <= size <= max_size, the best fit among those it
  * looks at; NULL only when there is none. */
 ca_block_t *ca_bins_find(ca_bins_t *bins, size_t min_size, size_t max_size);
+/* False when no block of bins is as large as size: the top non-empty
+ * bin's bound (no block of it is larger) is below size, and every other
+ * bin holds smaller blocks. Inline, so that a search that would miss
+ * (the pool's, for a strictly tighter fit than the stream's own block,
+ * where the pool holds small blocks only) costs a few instructions. */
+static inline bool ca_bins_may_hold(const ca_bins_t *bins, size_t size) {
+  if (!bins->fl_bitmap) return false;
+  int fl = CA_DEBUG(bins_may_hold_lowest) ? __builtin_ctzll(bins->fl_bitmap) : 63 - __builtin_clzll(bins->fl_bitmap);
+  int sl = CA_DEBUG(bins_may_hold_lowest) ? __builtin_ctz(bins->sl_bitmap[fl]) : 31 - __builtin_clz(bins->sl_bitmap[fl]);
+  return CA_DEBUG(bins_may_hold_strict) ? bins->bound[fl][sl] > size : bins->bound[fl][sl] >= size;
+}
+/* b, marked in bins, sits in the bin its size maps to, that bin's bits
+ * are set and its bound is no less than b's size (what ca_bins_find and
+ * ca_bins_may_hold rely on; check.c). */
+bool ca_bins_files(const ca_bins_t *bins, const ca_block_t *b);
 /* The largest block, or NULL. */
 ca_block_t *ca_bins_largest(const ca_bins_t *bins);
 /* Calls fn on every block, largest bins first; stops when fn returns false. */

@@ -3,6 +3,7 @@
  * own code (check.h) and one line on stderr. */
 #include "check.h"
 
+#include "bins.h"
 #include "log.h"
 #include "pages.h"
 #include "ptrmap.h"
@@ -50,6 +51,9 @@ static ca_check_code_t check_block(ca_device_t *d, const ca_segment_t *seg, cons
   switch (b->state) {
   case CA_FREE:
     if (!b->in_bins) FAIL(CA_CHECK_BINS, "check: free block %#lx is not in the bins", (unsigned long)b->addr);
+    if (!ca_bins_files(b->kind == CA_HOLE ? &seg->pool->holes : &seg->pool->bins, b))
+      FAIL(CA_CHECK_BINS, "check: free block %#lx (%zu bytes) is not in its size's bin, under its bound",
+           (unsigned long)b->addr, b->size);
     if (b->kind == CA_HOLE) t->hole_count[pool]++;
     else t->free_count[pool]++, t->free_bytes[pool] += b->size;
     break;
@@ -68,6 +72,9 @@ static ca_check_code_t check_block(ca_device_t *d, const ca_segment_t *seg, cons
     if ((bool)b->in_bins != want_bins)
       FAIL(CA_CHECK_QUEUE, "check: pending block %#lx is %sin its queue's bins", (unsigned long)b->addr,
            b->in_bins ? "" : "not ");
+    if (b->in_bins && (!q->bins[pool] || !ca_bins_files(q->bins[pool], b)))
+      FAIL(CA_CHECK_BINS, "check: pending block %#lx (%zu bytes) is not in its size's bin, under its bound",
+           (unsigned long)b->addr, b->size);
     t->pending_bytes += (int64_t)b->size;
     break;
   }

@@ -12,7 +12,7 @@ typedef enum {
   CA_CHECK_TILING,          /* blocks do not tile their segment, a segment is in the wrong pool, a bad state */
   CA_CHECK_SIZE,            /* a block size is zero or not a multiple of CA_MIN_BLOCK */
   CA_CHECK_UNCOALESCED,     /* two free neighbours of one kind, both in their bins, not merged */
-  CA_CHECK_BINS,            /* bins disagree with the blocks' states */
+  CA_CHECK_BINS,            /* bins disagree with the blocks' states, or a block is not in its size's bin */
   CA_CHECK_UNMAPPED_LIVE,   /* a live, pending or free mapped block touches an unmapped page */
   CA_CHECK_HOLE,            /* a hole is misaligned or has a mapped page */
   CA_CHECK_LIVE_MAP,        /* the live-pointer map disagrees with the blocks */

@@ -30,6 +30,9 @@ typedef struct ca_debug_s {
   bool qtable_no_shift;         /* the queue hash deletes without moving the run back */
   bool merge_keeps_old_fence;   /* a merge in place leaves the survivor under its older fence */
   bool bins_resize_stays;       /* a block resized in its bins stays in its old bin */
+  bool bins_may_hold_strict;    /* ca_bins_may_hold says no to a request as large as the top bin's bound */
+  bool bins_may_hold_lowest;    /* ca_bins_may_hold reads the lowest non-empty bin's bound, not the top one's */
+  bool pool_search_always;      /* the pool is searched whatever its bins' bound says (the reference, not a fault) */
   bool qtable_keep_last;        /* the queue hash's memo of the last lookup outlives its queue */
   bool sitelive_memo_any_site;  /* the per-site totals' memo answers for whatever site is asked */
   bool visit_all_queues;        /* seal and poll walk every queue, not only the busy ones */
