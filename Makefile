@@ -53,6 +53,19 @@ BASE_CFLAGS := -std=gnu11 -g -O2 $(WARN) -fPIC -pthread -I$(CUDA_HOME)/include -
 TLS_DIALECT := $(if $(SAN),,$(if $(filter x86_64,$(shell uname -m)),-mtls-dialect=gnu2))
 # The library: hidden by default, so that it exports only what shim/exports.map lists.
 LIB_CFLAGS := $(BASE_CFLAGS) -fvisibility=hidden $(TLS_DIALECT) $(SANFLAGS)
+# Link-time optimization of the core in the shipped library and the
+# benchmarks that link it: a cached pair crosses a dozen small files (alloc,
+# pool, bins, blocks, fence, ptrmap, peak...), whose calls LTO inlines
+# (docs/benchmarks.md, "The core's pair, fifth session"). The core's objects
+# only (build/obj/alloc/*.o): the backends are called through the contract's
+# function pointers anyway, the shim's symbol versions are top-level asm that
+# LTO cannot see (shim/dlsym.c), and the test binaries link the backend and
+# simulator objects, which stay plain so that their links stay fast. Fat
+# objects, so that a link without -flto still works; not in sanitized
+# builds, nor in the test build of the core (obj-test).
+LTO := $(if $(SAN),,-flto=auto -ffat-lto-objects)
+LTO_LINK := $(if $(LTO),$(LTO) -O2)
+SHIPPED_CFLAGS := $(LIB_CFLAGS) $(LTO)
 # Each layer sees the layers below it through their headers only:
 #   alloc/include   the core's interface (public header, core.h, log.h)
 #   alloc/backend   the backend contract
@@ -101,7 +114,7 @@ lib: $(LIB_SO) $(BUILD)/$(LIB_SO_NAME) $(LIB_A) $(HEADER) $(PCFILE) $(PCFILE_UNI
 
 $(BUILD)/obj/alloc/%.o: alloc/%.c
 	@mkdir -p $(@D)
-	$(CC) $(LIB_CFLAGS) $(INC_CORE) -c $< -o $@
+	$(CC) $(SHIPPED_CFLAGS) $(INC_CORE) -c $< -o $@
 $(BUILD)/obj/alloc/backend/%.o: alloc/backend/%.c
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) $(INC_BACKEND) -c $< -o $@
@@ -135,7 +148,7 @@ ifeq ($(SAN),)
   NODEFS := -Wl,-z,defs
 endif
 $(LIB_SO_REAL): $(ALLOC_OBJS) $(SHIM_OBJS) shim/exports.map $(JE_PRIVATE)
-	$(CC) -shared -o $@ $(ALLOC_OBJS) $(SHIM_OBJS) $(JE_LINK) $(SANFLAGS) -Wl,-soname,$(LIB_SO_NAME) -Wl,-Bsymbolic \
+	$(CC) -shared $(LTO_LINK) -o $@ $(ALLOC_OBJS) $(SHIM_OBJS) $(JE_LINK) $(SANFLAGS) -Wl,-soname,$(LIB_SO_NAME) -Wl,-Bsymbolic \
 	  -Wl,--version-script=shim/exports.map $(NODEFS) $(LIBS)
 $(LIB_SO) $(BUILD)/$(LIB_SO_NAME): $(LIB_SO_REAL)
 	ln -sf $(notdir $<) $@

@@ -33,24 +33,24 @@ MIMALLOC_LIBS ?= -lmimalloc
 # It reads the simulated device's call counters, so it sees the backend's headers.
 $(BENCH_ALLOC): bench/bench_alloc.c bench/bench.h $(LIB_A) $(HEADER)
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) $(SANFLAGS) $(JEMALLOC_CFLAGS) -Ibench -Ialloc/backend -Ialloc/backend/sim $< -o $@ $(LIB_A) $(JEMALLOC_LIBS) $(MIMALLOC_LIBS) $(CUDART) $(LIBS)
+	$(CC) $(APP_CFLAGS) $(SANFLAGS) $(JEMALLOC_CFLAGS) -Ibench -Ialloc/backend -Ialloc/backend/sim $< -o $@ $(LTO_LINK) $(LIB_A) $(JEMALLOC_LIBS) $(MIMALLOC_LIBS) $(CUDART) $(LIBS)
 
 # Pinned host memory: cudalloc's cache vs uncached pinning vs jemalloc.
 BENCH_PINNED := $(BUILD)/bench/bench_pinned
 $(BENCH_PINNED): bench/bench_pinned.c bench/bench.h $(LIB_A) $(HEADER)
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) $(SANFLAGS) $(JEMALLOC_CFLAGS) -Ibench $< -o $@ $(LIB_A) $(JEMALLOC_LIBS) $(CUDART) $(LIBS)
+	$(CC) $(APP_CFLAGS) $(SANFLAGS) $(JEMALLOC_CFLAGS) -Ibench $< -o $@ $(LTO_LINK) $(LIB_A) $(JEMALLOC_LIBS) $(CUDART) $(LIBS)
 
 # The event log's recording cost (docs/trace.md); run alone: taskset -c 0 $(BENCH_TRACE).
 $(BENCH_TRACE): bench/bench_trace.c bench/bench.h $(LIB_A) $(HEADER)
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) $(SANFLAGS) -Ibench $< -o $@ $(LIB_A) $(CUDART) $(LIBS)
+	$(CC) $(APP_CFLAGS) $(SANFLAGS) -Ibench $< -o $@ $(LTO_LINK) $(LIB_A) $(CUDART) $(LIBS)
 
 # Instruction counts of the pair under callgrind (docs/benchmarks.md); not run by make bench.
 BENCH_PAIR_IR := $(BUILD)/bench/pair_instructions
 $(BENCH_PAIR_IR): bench/pair_instructions.c bench/bench.h $(LIB_A) $(HEADER)
 	@mkdir -p $(@D)
-	$(CC) $(APP_CFLAGS) -Ibench -Ialloc/backend -Ialloc/backend/sim $< -o $@ $(LIB_A) $(CUDART) $(LIBS)
+	$(CC) $(APP_CFLAGS) -Ibench -Ialloc/backend -Ialloc/backend/sim $< -o $@ $(LTO_LINK) $(LIB_A) $(CUDART) $(LIBS)
 
 # The same tiny pair through the runtime's calls, run under LD_PRELOAD (the shim's path); built,
 # not run, by make bench.
