@@ -152,8 +152,8 @@ static bool holds(ca_device_t *d, uintptr_t p) {
 /* d, locked, if it holds p; else NULL, unlocked. The reservation never
  * moves while the device is ready, so the expandable range can be tested
  * before taking the lock (one compare: below the base wraps around past
- * the size). */
-static ca_device_t *lock_if_holds(ca_device_t *d, uintptr_t p) {
+ * the size). Inlined: every free's lookup (10 instructions a GPU-like pair). */
+static inline __attribute__((always_inline)) ca_device_t *lock_if_holds(ca_device_t *d, uintptr_t p) {
   if (!d || !__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) return NULL;
   if (ca_config.expandable_segments && p - d->va_base >= d->va_size) return NULL;
   pthread_mutex_lock(&d->lock);
