@@ -14,8 +14,9 @@ _Static_assert(offsetof(ca_block_t, tc) - ZERO_HALF <= 72, "each piece of the ze
 
 /* A struct all zero. A recycled struct's tc may be read by another
  * thread's front cache at any time (tcache.c, stale()): it is written
- * atomically, the rest around it. */
-ca_block_t *ca_block_new(ca_device_t *d) {
+ * atomically, the rest around it. Inlined (into a cut, under the shipped
+ * library's LTO): 7 instructions a GPU-like pair. */
+__attribute__((always_inline)) inline ca_block_t *ca_block_new(ca_device_t *d) {
   ca_block_t *b = d->spare_blocks;
   if (b) d->spare_blocks = b->next;
   else if (!(b = malloc(sizeof *b))) return NULL;
