@@ -82,7 +82,7 @@ void *ca_track_site_slow(void *caller) {
 }
 
 int ca_track_frames(const void *site, void *const **frames) {
-  *frames = NULL;   /* also for no site: LTO, seeing the callers' loops, asks */
+  *frames = NULL;   /* set for no site too: under LTO the compiler follows a caller's loop this far */
   if (!site) return 0;
   if (ca_config.track == CA_TRACK_CALLER) {
     static __thread void *one;
