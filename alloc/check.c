@@ -61,6 +61,9 @@ static ca_check_code_t check_block(ca_device_t *d, const ca_segment_t *seg, cons
     if (ca_ptrmap_get(&d->live, b->addr) != b)
       FAIL(CA_CHECK_LIVE_MAP, "check: live block %#lx is missing from the pointer map", (unsigned long)b->addr);
     if (b->in_bins) FAIL(CA_CHECK_BINS, "check: live block %#lx is in the bins", (unsigned long)b->addr);
+    if (b->requested > b->size)   /* a hand-out (a front-cache hit too) gave a block smaller than its request */
+      FAIL(CA_CHECK_SIZE, "check: live block %#lx of %zu bytes serves a request of %zu", (unsigned long)b->addr,
+           b->size, b->requested);
     t->live_bytes += (int64_t)b->size;
     t->requested += (int64_t)b->requested;
     t->live_count++;

@@ -10,7 +10,7 @@
 typedef enum {
   CA_CHECK_OK = 0,
   CA_CHECK_TILING,          /* blocks do not tile their segment, a segment is in the wrong pool, a bad state */
-  CA_CHECK_SIZE,            /* a block size is zero or not a multiple of CA_MIN_BLOCK */
+  CA_CHECK_SIZE,            /* a block size is zero, not a multiple of CA_MIN_BLOCK, or below a live block's request */
   CA_CHECK_UNCOALESCED,     /* two free neighbours of one kind, both in their bins, not merged */
   CA_CHECK_BINS,            /* bins disagree with the blocks' states, or a block is not in its size's bin */
   CA_CHECK_UNMAPPED_LIVE,   /* a live, pending or free mapped block touches an unmapped page */

@@ -96,6 +96,8 @@ static const conf_key_t keys[] = {
    "exit status when blocks are still allocated at exit (0: the program's own)"},
   {"thread_cache_kb", KEY_UINT, FIELD(thread_cache_kb), 0, 1 << 20, 0, 0, NULL,
    "bytes (KiB) each thread may hold of small blocks it freed on a stream, reused by that thread on that stream without the device lock (0 = off)"},
+  {"thread_cache_large_mb", KEY_UINT, FIELD(thread_cache_large_mb), 0, 1 << 20, 0, 0, NULL,
+   "bytes (MiB) each thread may hold of blocks above 64 KiB and up to 8 MiB that it freed on a stream, in the same cache (0 = off)"},
   {"quiet", KEY_BOOL, FIELD(quiet), 0, 1, 0, 0, NULL,
    "no summary on stderr at exit"},
   {"summary", KEY_CHOICE, FIELD(summary), 0, 0, 0, 0, "all|rank0",
@@ -178,6 +180,7 @@ void ca_config_defaults(ca_config_t *cfg) {
   cfg->track = CA_TRACK_STACK;
   cfg->track_depth = 6;
   cfg->thread_cache_kb = 1024;
+  cfg->thread_cache_large_mb = 0;
   cfg->sim.devices = 1;
   cfg->sim.capacity = 1024ull << 20;
   cfg->sim.granularity = 2ull << 20;

@@ -46,6 +46,7 @@ typedef struct ca_config_s {
   unsigned track_depth;         /* frames kept with track:stack, python, backtrace */
   unsigned leak_exit_code;      /* exit status when blocks are live at exit; 0: the program's */
   unsigned thread_cache_kb;     /* per-thread front cache of small stream-ordered frees; 0: off */
+  unsigned thread_cache_large_mb; /* the same cache's blocks above 64 KiB (to 8 MiB); 0: off */
   bool quiet;
   ca_summary_t summary;         /* all, or rank 0 only */
   char report[CA_CONFIG_PATH_MAX]; /* report path prefix, %p pid, %r rank, %h host; "" off */

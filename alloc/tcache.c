@@ -1,12 +1,15 @@
-/* The per-thread, per-stream front cache of small blocks (tcache.h says
- * what it promises).
+/* The per-thread, per-stream front cache of small blocks, and of large ones
+ * when thread_cache_large_mb allows (tcache.h says what it promises).
  *
  * A thread's cache holds:
  * - lists of cached blocks, one per (freeing stream, device, size class):
  *   a 2-way table of (stream, device) entries, each with one list head per
  *   size class, so that a hit is one entry compare and one index; a free
  *   that finds no room for its stream goes to the core, so nothing is ever
- *   evicted;
+ *   evicted. Small blocks (<= 64 KiB) have one class per size; large ones
+ *   (to 8 MiB) 8 per octave, and a hit takes a block of its class at least
+ *   as large as the request, or any of the next class (no rounding in the
+ *   core: a request that never reaches the cache pays nothing);
  * - the blocks the thread was handed for stream-ordered small requests and
  *   still holds, by address in a 4-way set-associative table (when a set is
  *   full of blocks still held, a newer one takes the first slot, and the
@@ -32,7 +35,13 @@
  * still cached since the previous trim (neither taken nor freed anew
  * since) go back to the core, the others are marked OLD. So a block cached
  * from a call site or a size that does not come back does not hold its
- * room for good, and what the program reuses stays. */
+ * room for good, and what the program reuses stays. Large blocks are
+ * trimmed apart, under their own cap, from refused frees alone (their
+ * sizes vary too much for a miss to say anything).
+ *
+ * Large blocks' room: a slow path that finds large blocks in the thread's
+ * cache (they took memory the core needed) halves what the thread may keep
+ * of them; refused frees regain it slowly (CA_TCACHE_ROOM_REGAIN). */
 #include "tcache.h"
 
 #include <sched.h>
@@ -51,7 +60,15 @@
 #include "trace.h"
 #include "track.h"
 
-#define CA_TCACHE_CLASSES (CA_TCACHE_MAX_SIZE / CA_MIN_BLOCK)
+#define CA_TCACHE_SMALL_CLASSES (CA_TCACHE_MAX_SIZE / CA_MIN_BLOCK)   /* exact: one size each */
+/* Above CA_TCACHE_MAX_SIZE, 8 classes per octave up to CA_TCACHE_LARGE_MAX
+ * (64 KiB..8 MiB: 7 octaves); a class holds blocks of several sizes, so a
+ * hit takes one of at least the request's size (take_at's need). */
+#define CA_TCACHE_LARGE_PER_OCTAVE_LOG2 3
+#define CA_TCACHE_LARGE_OCTAVES (__builtin_ctz(CA_TCACHE_LARGE_MAX) - __builtin_ctz(CA_TCACHE_MAX_SIZE))
+#define CA_TCACHE_LARGE_CLASSES (CA_TCACHE_LARGE_OCTAVES << CA_TCACHE_LARGE_PER_OCTAVE_LOG2)
+_Static_assert(CA_TCACHE_MAX_SIZE == 1u << 16, "class_of_large counts octaves from 2^16");
+#define CA_TCACHE_CLASSES (CA_TCACHE_SMALL_CLASSES + CA_TCACHE_LARGE_CLASSES)
 #define CA_TCACHE_STREAMS_LOG2 7   /* (stream, device) entries per thread: 128, 2-way */
 #define CA_TCACHE_STREAMS (1 << CA_TCACHE_STREAMS_LOG2)
 #define CA_TCACHE_SITE_LOOK 4   /* cached blocks of a list a hit looks at for its call site */
@@ -99,12 +116,14 @@ typedef struct ca_tcache_s {
   ca_tclock_t lock;             /* a try-lock, cheap for the owner (tcache_lock.h) */
   unsigned gen;                 /* the registry's generation it belongs to */
   struct ca_tcache_s *prev, *next;
-  size_t bytes;                 /* cached, all devices */
+  size_t bytes[2];              /* cached, all devices: small blocks, large ones (each against its cap) */
   tc_list_t *last;              /* the list of the last hit or cached free: tried first */
   ca_stream_t sd_stream;        /* the last created stream whose device was asked... */
   int sd_dev;                   /* ...that device... */
   uint64_t sd_gen;              /* ...under this stream-device generation (0: none) */
   size_t refused;               /* the trim's pressure since the last one, in bytes */
+  size_t refused_large;         /* the same for large blocks, against their cap */
+  size_t large_room;            /* large blocks' room now: halved by a slow path that found some (large_room()) */
   tc_list_t lists[CA_TCACHE_STREAMS];
   held_t held[CA_TCACHE_HELD][CA_TCACHE_HELD_WAYS]; /* blocks the program holds from this thread */
   tc_counts_t counts[CA_MAX_DEVICES];
@@ -161,6 +180,29 @@ static void unhold_all(void) {
 }
 
 static size_t capacity(void) { return (size_t)ca_config.thread_cache_kb << 10; }
+static size_t large_capacity(void) { return (size_t)ca_config.thread_cache_large_mb << 20; }
+/* What large blocks may take now: their cap, or less while a slow path's
+ * halving is being regained. */
+static size_t large_room(const ca_tcache_t *c) {
+  size_t cap = large_capacity();
+  return c->large_room < cap ? c->large_room : cap;
+}
+/* After a slow path halved the large blocks' room, each free it refuses
+ * gives this fraction of the block's size back. */
+#define CA_TCACHE_ROOM_REGAIN 32
+
+/* A free the cap refused: the trim's pressure (a quarter of its size: in a
+ * sequence of many sizes the cap refuses often, and each trim moves blocks
+ * back and forth between the cache and the core); for a large block, some
+ * of the room a slow path took. */
+static void refuse(ca_tcache_t *c, size_t size, bool large) {
+  if (!large) {
+    c->refused += size / 4;
+    return;
+  }
+  c->refused_large += size / 4;
+  if (c->large_room < large_capacity()) c->large_room += size / CA_TCACHE_ROOM_REGAIN;
+}
 
 // ----------------------------------------------------------------------------
 // The thread's cache and the registry
@@ -176,6 +218,7 @@ static ca_tcache_t *my_cache(void) {
   pthread_once(&key_once, make_key);
   ca_tclock_init();   /* before the first cache: the locks' mode */
   if (!registry.key_ok || !(c = calloc(1, sizeof *c))) return NULL;
+  c->large_room = SIZE_MAX;   /* the cap */
   pthread_mutex_lock(&registry.lock);
   c->gen = registry.gen;
   c->next = registry.caches;
@@ -272,9 +315,20 @@ HOT bool usable(void) {
          !__atomic_load_n(&ca_state.exited, __ATOMIC_ACQUIRE);
 }
 
+/* A small block's class: its size exactly. */
 HOT unsigned class_of(size_t size) { return (unsigned)(size / CA_MIN_BLOCK) - 1; }
 /* ca_round_size(size)'s class, the smallest without a call. */
 HOT unsigned class_of_request(size_t size) { return size <= CA_MIN_BLOCK ? 0 : class_of(ca_round_size(size)); }
+/* A large block's (CA_TCACHE_MAX_SIZE < size <= CA_TCACHE_LARGE_MAX): for
+ * size in (2^k, 2^(k+1)], the eighth of the octave it ends in. */
+static inline unsigned class_of_large(size_t size) {
+  unsigned k = 63u - (unsigned)__builtin_clzll(size - 1);
+  unsigned j = (unsigned)((size - 1) >> (k - CA_TCACHE_LARGE_PER_OCTAVE_LOG2)) & ((1u << CA_TCACHE_LARGE_PER_OCTAVE_LOG2) - 1);
+  return CA_TCACHE_SMALL_CLASSES + ((k - 16) << CA_TCACHE_LARGE_PER_OCTAVE_LOG2) + j;
+}
+static inline unsigned class_of_block(size_t size) {
+  return size <= CA_TCACHE_MAX_SIZE ? class_of(size) : class_of_large(size);
+}
 
 // ----------------------------------------------------------------------------
 // Hits
@@ -291,14 +345,15 @@ HOT int device_for(ca_tcache_t *c, int dev, ca_stream_t stream) {
   return sdev;
 }
 
-/* The block of l's size class cls last handed out at site: the per-site
- * live totals (sitelive.c, under the device lock) counted it there, and it
- * stays there. A few are looked at; the rest is a miss. */
-HOT ca_block_t *take_at(tc_list_t *l, unsigned cls, void *site) {
+/* A block of l's size class cls, of at least need bytes, last handed out
+ * at site: the per-site live totals (sitelive.c, under the device lock)
+ * counted it there, and it stays there. A few are looked at; the rest is a
+ * miss. */
+HOT ca_block_t *take_at(tc_list_t *l, unsigned cls, void *site, size_t need) {
   ca_block_t **at = &l->head[cls];
   for (int k = 0; *at && k < CA_TCACHE_SITE_LOOK; at = &(*at)->tc_next, k++) {
     ca_block_t *b = *at;
-    if (b->site != site) continue;
+    if (b->site != site || b->size < need) continue;
     *at = b->tc_next;
     b->tc_next = NULL;
     l->blocks--;
@@ -314,23 +369,35 @@ static tc_list_t *any_stream(ca_tcache_t *c, int dev, unsigned cls) {
   return NULL;
 }
 
+/* A large request's take from l: a block of its class that fits (the
+ * class holds blocks of several sizes), else any of the next class (all
+ * larger than the request, by at most two eighths of an octave). */
+static __attribute__((noinline)) ca_block_t *take_large(tc_list_t *l, unsigned cls, size_t size, void *site) {
+  size_t need = ca_round_size(size);
+  ca_block_t *b = take_at(l, cls, site, CA_DEBUG(tcache_ignore_fit) ? 0 : need);
+  if (!b && cls + 1 < CA_TCACHE_CLASSES) b = take_at(l, cls + 1, site, need);
+  return b;
+}
+
 /* ca_tcache_hit's take: the block handed out, with the thread's cache still
  * held; NULL: nothing changed, nothing held. */
 HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t stream, void *site) {
-  if (!c || size > CA_TCACHE_MAX_SIZE || !usable()) return NULL;
+  if (!c || !usable()) return NULL;
+  bool large = size > CA_TCACHE_MAX_SIZE;
+  if (large && (size > CA_TCACHE_LARGE_MAX || !ca_config.thread_cache_large_mb)) return NULL;
   stream = ca_stream_normal(stream);
   if ((dev = device_for(c, dev, stream)) < 0) return NULL;
-  unsigned cls = class_of_request(size);
+  unsigned cls = large ? class_of_large(ca_round_size(size)) : class_of_request(size);
   if (!try_hold(c)) return NULL;
   tc_list_t *l = CA_DEBUG(tcache_any_stream) ? any_stream(c, dev, cls) : list_of(c, stream, dev, false);
-  ca_block_t *b = l ? take_at(l, cls, site) : NULL;
+  ca_block_t *b = !l ? NULL : large ? take_large(l, cls, size, site) : take_at(l, cls, site, 0);
   if (!b) {
-    if (l && l->head[cls]) c->refused += size;   /* blocks of the class from other sites: a trim's business too */
+    if (l && !large && l->head[cls]) c->refused += size;   /* blocks of the class from other sites: a trim's business too */
     unhold(c);
     return NULL;
   }
   hold_block(c, b, dev);
-  c->bytes -= b->size;
+  c->bytes[large] -= b->size;
   tc_counts_t *n = &c->counts[dev];
   bump(&n->hit_old_requested, (int64_t)b->requested);
   bump(&n->hit_bytes, (int64_t)b->size);
@@ -360,7 +427,9 @@ bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *s
 
 bool ca_tcache_claim(ca_device_t *d, ca_block_t *b, ca_stream_t stream) {
   (void)d, (void)stream;
-  if (b->size > CA_TCACHE_MAX_SIZE || !ca_config.thread_cache_kb || !usable()) return false;
+  /* thread_cache_kb:0 turns the whole cache off, large blocks too */
+  size_t max = ca_config.thread_cache_large_mb ? CA_TCACHE_LARGE_MAX : CA_TCACHE_MAX_SIZE;
+  if (b->size > max || !ca_config.thread_cache_kb || !usable()) return false;
   ca_tcache_t *c = my_cache();
   if (!c) return false;
   __atomic_store_n(&b->tc, (uintptr_t)c, __ATOMIC_RELEASE);
@@ -408,16 +477,15 @@ bool ca_tcache_give(void *ptr, ca_stream_t stream) {
   if (b && !__atomic_compare_exchange_n(&b->tc, &want, want | EXAMINED, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
     b = NULL;
   bool at_ptr = b && b->addr == (uintptr_t)ptr;   /* not a struct the thread holds for another block now */
-  bool room = at_ptr && c->bytes + b->size <= capacity();
-  /* a quarter: in a sequence of many sizes the cap refuses often, and each
-   * trim moves blocks back and forth between the cache and the core */
-  if (at_ptr && !room) c->refused += b->size / 4;
+  bool large = at_ptr && b->size > CA_TCACHE_MAX_SIZE;
+  bool room = at_ptr && c->bytes[large] + b->size <= (large ? large_room(c) : capacity());
+  if (at_ptr && !room) refuse(c, b->size, large);
   if (room && bdev == dev && (l = list_of(c, stream, dev, true))) {
-    ca_block_t **head = &l->head[class_of(b->size)];
+    ca_block_t **head = &l->head[class_of_block(b->size)];
     b->tc_next = *head;
     *head = b;
     l->blocks++;
-    c->bytes += b->size;
+    c->bytes[large] += b->size;
     tc_counts_t *n = &c->counts[dev];
     bump(&n->free_bytes, (int64_t)b->size);
     bump(&n->free_requested, (int64_t)b->requested);
@@ -476,13 +544,15 @@ static void fold_into(ca_device_t *d, tc_counts_t *n) {
 
 #define OLD ((uintptr_t)2)
 
-/* Gives c's cached blocks on d back (those freed on stream, when given);
- * old_only: only the OLD ones, marking the others OLD (a trim). */
-static size_t flush_lists(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bool old_only) {
+/* Gives c's cached blocks on d of the classes [lo, hi) back (those freed
+ * on stream, when given); old_only: only the OLD ones, marking the others
+ * OLD (a trim). */
+static size_t flush_lists(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bool old_only, unsigned lo,
+                          unsigned hi) {
   size_t bytes = 0;
   for (tc_list_t *l = c->lists; l < c->lists + CA_TCACHE_STREAMS; l++) {
     if (!l->blocks || l->dev != d->ordinal || (stream && l->stream != stream)) continue;
-    for (unsigned cls = 0; l->blocks && cls < CA_TCACHE_CLASSES; cls++) {
+    for (unsigned cls = lo; l->blocks && cls < hi; cls++) {
       ca_block_t **at = &l->head[cls];
       while (*at) {
         ca_block_t *b = *at;
@@ -498,7 +568,7 @@ static size_t flush_lists(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bo
         bump(&n->bytes, -(int64_t)b->size);
         bump(&n->requested, -(int64_t)b->requested);
         bump(&n->blocks, -1);
-        c->bytes -= b->size;
+        c->bytes[cls >= CA_TCACHE_SMALL_CLASSES] -= b->size;
         bytes += b->size;
         give_back(d, l, b);
       }
@@ -508,7 +578,7 @@ static size_t flush_lists(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bo
 }
 
 static size_t flush_cache(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bool forget) {
-  size_t bytes = flush_lists(d, c, stream, false);
+  size_t bytes = flush_lists(d, c, stream, false, 0, CA_TCACHE_CLASSES);
   fold_into(d, &c->counts[d->ordinal]);
   /* d's block structs are about to be freed: the thread forgets what it
    * holds on every device (whose entries it cannot tell apart without
@@ -533,17 +603,26 @@ size_t ca_tcache_flush_mine(ca_device_t *d) {
   ca_tcache_t *c = mine;
   if (!c || CA_DEBUG(tcache_no_flush)) return 0;
   hold(c);
+  /* large blocks took memory the core needed: the thread keeps less of them
+   * for a while, not to send the core down this path again at once */
+  if (c->bytes[1]) c->large_room = c->bytes[1] / 2;
   size_t bytes = flush_cache(d, c, NULL, false);
   unhold(c);
   return bytes;
 }
 
+/* Small and large blocks are trimmed apart, each when its own pressure
+ * reaches its own cap: a few refused MiB-sized frees must not empty the
+ * small lists that the program reuses. */
 size_t ca_tcache_trim(ca_device_t *d) {
   ca_tcache_t *c = mine;
-  if (!c || c->refused < capacity() || CA_DEBUG(tcache_no_trim)) return 0;
+  if (!c || CA_DEBUG(tcache_no_trim)) return 0;
+  bool small = c->refused >= capacity(), large = c->bytes[1] && c->refused_large >= large_capacity();
+  if (!small && !large) return 0;
   hold(c);
-  c->refused = 0;
-  size_t bytes = flush_lists(d, c, NULL, true);
+  size_t bytes = 0;
+  if (small) c->refused = 0, bytes += flush_lists(d, c, NULL, true, 0, CA_TCACHE_SMALL_CLASSES);
+  if (large) c->refused_large = 0, bytes += flush_lists(d, c, NULL, true, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES);
   unhold(c);
   return bytes;
 }

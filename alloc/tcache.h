@@ -2,8 +2,10 @@
  *
  * A stream-ordered free of a small block (<= CA_TCACHE_MAX_SIZE) that the
  * same thread allocated goes into the thread's cache under the freeing
- * stream, within thread_cache_kb; a stream-ordered allocation of the same
- * size class on that stream, by that thread, takes it back. Neither takes
+ * stream, within thread_cache_kb (a large one, to CA_TCACHE_LARGE_MAX,
+ * within thread_cache_large_mb); a stream-ordered allocation of the same
+ * size class on that stream, by that thread, takes it back (a large class
+ * holds several sizes: only a block at least as large as the request). Neither takes
  * the device lock: a hit is a try-lock of the thread's own cache (a
  * flusher holding it sends the call down the core's path), so a hit never
  * waits. While cached, a block stays LIVE in the core (in its pointer map
@@ -22,7 +24,8 @@
 
 #include "types.h"
 
-#define CA_TCACHE_MAX_SIZE (64u << 10)
+#define CA_TCACHE_MAX_SIZE (64u << 10)   /* small blocks: exact 512-byte classes, within thread_cache_kb */
+#define CA_TCACHE_LARGE_MAX (8u << 20)   /* large ones: 8 classes per octave, within thread_cache_large_mb */
 
 /* The block has been freed into some thread's front cache (the core sees a
  * LIVE block; the program does not own it). */

@@ -53,6 +53,8 @@ Test(config, defaults) {
   cr_assert_eq(cfg.track, CA_TRACK_STACK);
   cr_assert_eq(cfg.track_depth, 6);
   cr_assert_eq(cfg.leak_exit_code, 0);
+  cr_assert_eq(cfg.thread_cache_kb, 1024);
+  cr_assert_eq(cfg.thread_cache_large_mb, 0, "the front cache's large blocks are off (docs/benchmarks.md)");
   cr_assert_not(cfg.quiet);
   cr_assert_str_empty(cfg.report);
   cr_assert_eq(cfg.sim.devices, 1);
@@ -84,7 +86,7 @@ Test(config, every_key_accepts_a_valid_value) {
       "memory_fraction:0.5,free_mode:stream,track:backtrace,track_depth:32,quiet:true,"
       "report:/tmp/cudalloc-%p-%r,sim_devices:4,sim_capacity_mb:512,"
       "sim_granularity_kb:64,sim_events:manual,sim_fail:map@3,sim_fail_rate:0.25,"
-      "sim_seed:42,sim_latency:create@200");
+      "sim_seed:42,sim_latency:create@200,thread_cache_large_mb:32");
   cr_assert_str_eq(c.backend, "sim");
   cr_assert_not(c.expandable_segments);
   cr_assert_eq(c.max_split_size, 128ull << 20);
@@ -108,6 +110,7 @@ Test(config, every_key_accepts_a_valid_value) {
   cr_assert_eq(c.sim.seed, 42);
   cr_assert_eq(c.sim.latency_us[CA_OP_create], 200);
   cr_assert_eq(c.sim.latency_us[CA_OP_map], 0);
+  cr_assert_eq(c.thread_cache_large_mb, 32);
 }
 
 Test(config, the_other_choices_of_each_enum) {
@@ -235,6 +238,9 @@ static bad_case_t bad_cases[] = {
     {"page_churn_cap:-0.5", "bad value '-0.5'", "from 0 to 16"},
     {"page_churn_cap:17", "bad value '17'", "from 0 to 16"},
     {"page_churn_cap:lots", "bad value 'lots'", "from 0 to 16"},
+    {"thread_cache_large_mb:-1", "bad value '-1'", "from 0 to 1048576"},
+    {"thread_cache_large_mb:1048577", "bad value '1048577'", "from 0 to 1048576"},
+    {"thread_cache_large_mb:64MB", "bad value '64MB'", "from 0 to 1048576"},
     {"backend:gpu", "bad value 'gpu' for key 'backend'", "one of cuda|sim"},
     /* PyTorch's backend key picks its own allocator: the warning says so
      * (before, a plain "bad value" that did not explain the clash). */
@@ -554,7 +560,7 @@ Test(config, print_lists_every_key_with_its_value) {
 
 static const char *all_keys[] = {"backend", "expandable_segments", "max_split_size_mb",
                                  "garbage_collection_threshold", "roundup_power2_divisions", "memory_cap_mb",
-                                 "memory_fraction", "wait_before_growing", "page_churn_cap", "free_mode", "torch_free", "legacy_queue", "track", "track_depth", "leak_exit_code", "thread_cache_kb",
+                                 "memory_fraction", "wait_before_growing", "page_churn_cap", "free_mode", "torch_free", "legacy_queue", "track", "track_depth", "leak_exit_code", "thread_cache_kb", "thread_cache_large_mb",
                                  "quiet", "summary", "report", "report_signal", "oom_report", "trace", "trace_ring",
                                  "step_on", "sample_ms", "creep_csv", "creep_svg",
                                  "sim_devices", "sim_capacity_mb", "sim_granularity_kb",
