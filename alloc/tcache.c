@@ -123,7 +123,10 @@ typedef struct ca_tcache_s {
   uint64_t sd_gen;              /* ...under this stream-device generation (0: none) */
   size_t refused;               /* the trim's pressure since the last one, in bytes */
   size_t refused_large;         /* the same for large blocks, against their cap */
-  size_t large_room;            /* large blocks' room now: halved by a slow path that found some (large_room()) */
+  /* What each kind may hold now: thread_cache_kb's bytes; thread_cache_large_mb's,
+   * or less while a slow path's halving is regained. Set at each claim (the
+   * owner's: a free that reads them follows its block's claim). */
+  size_t room[2];
   tc_list_t lists[CA_TCACHE_STREAMS];
   held_t held[CA_TCACHE_HELD][CA_TCACHE_HELD_WAYS]; /* blocks the program holds from this thread */
   tc_counts_t counts[CA_MAX_DEVICES];
@@ -181,12 +184,6 @@ static void unhold_all(void) {
 
 static size_t capacity(void) { return (size_t)ca_config.thread_cache_kb << 10; }
 static size_t large_capacity(void) { return (size_t)ca_config.thread_cache_large_mb << 20; }
-/* What large blocks may take now: their cap, or less while a slow path's
- * halving is being regained. */
-static size_t large_room(const ca_tcache_t *c) {
-  size_t cap = large_capacity();
-  return c->large_room < cap ? c->large_room : cap;
-}
 /* After a slow path halved the large blocks' room, each free it refuses
  * gives this fraction of the block's size back. */
 #define CA_TCACHE_ROOM_REGAIN 32
@@ -201,7 +198,7 @@ static void refuse(ca_tcache_t *c, size_t size, bool large) {
     return;
   }
   c->refused_large += size / 4;
-  if (c->large_room < large_capacity()) c->large_room += size / CA_TCACHE_ROOM_REGAIN;
+  if (c->room[1] < large_capacity()) c->room[1] += size / CA_TCACHE_ROOM_REGAIN;
 }
 
 // ----------------------------------------------------------------------------
@@ -218,7 +215,7 @@ static ca_tcache_t *my_cache(void) {
   pthread_once(&key_once, make_key);
   ca_tclock_init();   /* before the first cache: the locks' mode */
   if (!registry.key_ok || !(c = calloc(1, sizeof *c))) return NULL;
-  c->large_room = SIZE_MAX;   /* the cap */
+  c->room[1] = SIZE_MAX;   /* the cap, at the first claim */
   pthread_mutex_lock(&registry.lock);
   c->gen = registry.gen;
   c->next = registry.caches;
@@ -380,11 +377,11 @@ static __attribute__((noinline)) ca_block_t *take_large(tc_list_t *l, unsigned c
 }
 
 /* ca_tcache_hit's take: the block handed out, with the thread's cache still
- * held; NULL: nothing changed, nothing held. */
-HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t stream, void *site) {
+ * held; NULL: nothing changed, nothing held. large: size is above
+ * CA_TCACHE_MAX_SIZE (a constant in each caller: the small hit pays
+ * nothing for the large classes). */
+HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t stream, void *site, bool large) {
   if (!c || !usable()) return NULL;
-  bool large = size > CA_TCACHE_MAX_SIZE;
-  if (large && (size > CA_TCACHE_LARGE_MAX || !ca_config.thread_cache_large_mb)) return NULL;
   stream = ca_stream_normal(stream);
   if ((dev = device_for(c, dev, stream)) < 0) return NULL;
   unsigned cls = large ? class_of_large(ca_round_size(size)) : class_of_request(size);
@@ -413,9 +410,20 @@ HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t 
   return b;   /* c stays held for the caller's hooks */
 }
 
+static __attribute__((noinline)) ca_block_t *tcache_malloc_large(ca_tcache_t *c, int dev, size_t size,
+                                                                  ca_stream_t stream, void *site) {
+  return tcache_malloc(c, dev, size, stream, site, true);
+}
+
+/* thread_cache_large_mb's blocks (checked before any call: when they are
+ * off, a large request costs the core's path nothing more). */
+HOT bool cacheable_large(size_t size) { return size <= CA_TCACHE_LARGE_MAX && ca_config.thread_cache_large_mb; }
+
 bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller) {
   ca_tcache_t *c = mine;   /* once: in the shared library each access is a __tls_get_addr call */
-  ca_block_t *b = tcache_malloc(c, dev, size, stream, site);
+  ca_block_t *b = size <= CA_TCACHE_MAX_SIZE ? tcache_malloc(c, dev, size, stream, site, false)
+                  : cacheable_large(size)    ? tcache_malloc_large(c, dev, size, stream, site)
+                                             : NULL;
   if (!b) return false;
   ca_leaks_stamp(b);   /* the cache held over the hooks: a reader holding the caches sees them done */
   ca_tcache_on_handout(b->seg->pool->dev, b, true);
@@ -428,10 +436,12 @@ bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *s
 bool ca_tcache_claim(ca_device_t *d, ca_block_t *b, ca_stream_t stream) {
   (void)d, (void)stream;
   /* thread_cache_kb:0 turns the whole cache off, large blocks too */
-  size_t max = ca_config.thread_cache_large_mb ? CA_TCACHE_LARGE_MAX : CA_TCACHE_MAX_SIZE;
-  if (b->size > max || !ca_config.thread_cache_kb || !usable()) return false;
+  if ((b->size > CA_TCACHE_MAX_SIZE && !cacheable_large(b->size)) || !ca_config.thread_cache_kb || !usable())
+    return false;
   ca_tcache_t *c = my_cache();
   if (!c) return false;
+  c->room[0] = capacity();
+  if (c->room[1] > large_capacity()) c->room[1] = large_capacity();
   __atomic_store_n(&b->tc, (uintptr_t)c, __ATOMIC_RELEASE);
   return true;
 }
@@ -478,7 +488,7 @@ bool ca_tcache_give(void *ptr, ca_stream_t stream) {
     b = NULL;
   bool at_ptr = b && b->addr == (uintptr_t)ptr;   /* not a struct the thread holds for another block now */
   bool large = at_ptr && b->size > CA_TCACHE_MAX_SIZE;
-  bool room = at_ptr && c->bytes[large] + b->size <= (large ? large_room(c) : capacity());
+  bool room = at_ptr && c->bytes[large] + b->size <= c->room[large];
   if (at_ptr && !room) refuse(c, b->size, large);
   if (room && bdev == dev && (l = list_of(c, stream, dev, true))) {
     ca_block_t **head = &l->head[class_of_block(b->size)];
@@ -605,7 +615,7 @@ size_t ca_tcache_flush_mine(ca_device_t *d) {
   hold(c);
   /* large blocks took memory the core needed: the thread keeps less of them
    * for a while, not to send the core down this path again at once */
-  if (c->bytes[1]) c->large_room = c->bytes[1] / 2;
+  if (c->bytes[1]) c->room[1] = c->bytes[1] / 2;
   size_t bytes = flush_cache(d, c, NULL, false);
   unhold(c);
   return bytes;
@@ -614,17 +624,21 @@ size_t ca_tcache_flush_mine(ca_device_t *d) {
 /* Small and large blocks are trimmed apart, each when its own pressure
  * reaches its own cap: a few refused MiB-sized frees must not empty the
  * small lists that the program reuses. */
-size_t ca_tcache_trim(ca_device_t *d) {
-  ca_tcache_t *c = mine;
-  if (!c || CA_DEBUG(tcache_no_trim)) return 0;
+static __attribute__((noinline)) size_t trim(ca_device_t *d, ca_tcache_t *c) {
   bool small = c->refused >= capacity(), large = c->bytes[1] && c->refused_large >= large_capacity();
-  if (!small && !large) return 0;
   hold(c);
   size_t bytes = 0;
   if (small) c->refused = 0, bytes += flush_lists(d, c, NULL, true, 0, CA_TCACHE_SMALL_CLASSES);
   if (large) c->refused_large = 0, bytes += flush_lists(d, c, NULL, true, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES);
   unhold(c);
   return bytes;
+}
+
+size_t ca_tcache_trim(ca_device_t *d) {
+  ca_tcache_t *c = mine;
+  if (!c || CA_DEBUG(tcache_no_trim)) return 0;
+  if (c->refused < capacity() && !(c->bytes[1] && c->refused_large >= large_capacity())) return 0;
+  return trim(d, c);
 }
 
 void ca_tcache_fold(const ca_device_t *d, cudalloc_stats_t *s) {
