@@ -433,17 +433,23 @@ bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *s
   return true;
 }
 
-bool ca_tcache_claim(ca_device_t *d, ca_block_t *b, ca_stream_t stream) {
-  (void)d, (void)stream;
-  /* thread_cache_kb:0 turns the whole cache off, large blocks too */
-  if ((b->size > CA_TCACHE_MAX_SIZE && !cacheable_large(b->size)) || !ca_config.thread_cache_kb || !usable())
-    return false;
+/* ca_tcache_claim once the block may be cached (apart: the refusals, the
+ * commoner answer for large blocks, save no registers). */
+static __attribute__((noinline)) bool claim(ca_block_t *b) {
   ca_tcache_t *c = my_cache();
   if (!c) return false;
   c->room[0] = capacity();
   if (c->room[1] > large_capacity()) c->room[1] = large_capacity();
   __atomic_store_n(&b->tc, (uintptr_t)c, __ATOMIC_RELEASE);
   return true;
+}
+
+bool ca_tcache_claim(ca_device_t *d, ca_block_t *b, ca_stream_t stream) {
+  (void)d, (void)stream;
+  /* thread_cache_kb:0 turns the whole cache off, large blocks too */
+  if ((b->size > CA_TCACHE_MAX_SIZE && !cacheable_large(b->size)) || !ca_config.thread_cache_kb || !usable())
+    return false;
+  return claim(b);
 }
 
 void ca_tcache_remember(ca_block_t *b) {
