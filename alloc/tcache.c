@@ -198,7 +198,8 @@ static void refuse(ca_tcache_t *c, size_t size, bool large) {
     return;
   }
   c->refused_large += size / 4;
-  if (c->room[1] < large_capacity()) c->room[1] += size / CA_TCACHE_ROOM_REGAIN;
+  size_t cap = large_capacity();
+  if (c->room[1] < cap) c->room[1] = cap - c->room[1] > size / CA_TCACHE_ROOM_REGAIN ? c->room[1] + size / CA_TCACHE_ROOM_REGAIN : cap;
 }
 
 // ----------------------------------------------------------------------------
