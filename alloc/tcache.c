@@ -379,8 +379,8 @@ static __attribute__((noinline)) ca_block_t *take_large(tc_list_t *l, unsigned c
 
 /* ca_tcache_hit's take: the block handed out, with the thread's cache still
  * held; NULL: nothing changed, nothing held. large: size is above
- * CA_TCACHE_MAX_SIZE (a constant in each caller: the small hit pays
- * nothing for the large classes). */
+ * CA_TCACHE_MAX_SIZE (a constant in each caller, so that the small hit's
+ * code has no branch of the large classes). */
 HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t stream, void *site, bool large) {
   if (!c || !usable()) return NULL;
   stream = ca_stream_normal(stream);
@@ -416,8 +416,8 @@ static __attribute__((noinline)) ca_block_t *tcache_malloc_large(ca_tcache_t *c,
   return tcache_malloc(c, dev, size, stream, site, true);
 }
 
-/* thread_cache_large_mb's blocks (checked before any call: when they are
- * off, a large request costs the core's path nothing more). */
+/* thread_cache_large_mb's blocks (tested before any call: while they are
+ * off, a large request costs the hit two compares and a load). */
 HOT bool cacheable_large(size_t size) { return size <= CA_TCACHE_LARGE_MAX && ca_config.thread_cache_large_mb; }
 
 bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller) {
