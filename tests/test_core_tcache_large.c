@@ -306,3 +306,32 @@ Test(core_tcache_large, threads_keep_caching_while_another_flushes) {
   cr_assert_eq(st.num_allocs.total, st.num_frees.total);
   CHECK_CONSISTENT();
 }
+
+/* cudaMemGetInfo counts what cudalloc could give back: cached large blocks
+ * are freed memory, so after freeing 24 MiB into the cache the free bytes
+ * are what they were before the allocation (with tcache_no_flush the
+ * blocks stay LIVE in the core and 24 MiB are missing). Returns the free
+ * bytes lost. */
+static size_t mem_info_loss_with_large_blocks_cached(bool no_flush) {
+  core_start("track:caller,sim_events:auto,sim_capacity_mb:64,thread_cache_large_mb:64");
+  ca_debug.tcache_no_flush = no_flush;
+  ca_stream_t s = new_stream();
+  size_t before, after, total;
+  cr_assert_eq(ca_mem_get_info(0, &before, &total), CUDA_SUCCESS);
+  void *p[3];
+  for (int i = 0; i < 3; i++) p[i] = alloc_on(8 * MiB, s);
+  for (int i = 0; i < 3; i++) free_on(p[i], s);
+  cr_assert_eq(cached_bytes(), (int64_t)(24 * MiB));
+  cr_assert_eq(ca_mem_get_info(0, &after, &total), CUDA_SUCCESS);
+  CHECK_CONSISTENT();
+  return before > after ? before - after : 0;
+}
+
+Test(core_tcache_large, mem_get_info_counts_large_cached_blocks_as_free) {
+  cr_assert_eq(mem_info_loss_with_large_blocks_cached(false), 0);
+  cr_assert_eq(cached_bytes(), 0, "the query gave them back");
+}
+
+Test(core_tcache_large, without_the_flush_mem_get_info_misses_them) {
+  cr_assert_geq(mem_info_loss_with_large_blocks_cached(true), 24 * MiB);
+}
