@@ -40,8 +40,9 @@
  * sizes vary too much for a miss to say anything).
  *
  * Large blocks' room: a slow path that finds large blocks in the thread's
- * cache (they took memory the core needed) halves what the thread may keep
- * of them; refused frees regain it slowly (CA_TCACHE_ROOM_REGAIN). */
+ * cache (they took memory the core needed) gives back only those and
+ * halves what the thread may keep of them; refused frees regain it slowly
+ * (CA_TCACHE_ROOM_REGAIN). */
 #include "tcache.h"
 
 #include <sched.h>
@@ -620,10 +621,17 @@ size_t ca_tcache_flush_mine(ca_device_t *d) {
   ca_tcache_t *c = mine;
   if (!c || CA_DEBUG(tcache_no_flush)) return 0;
   hold(c);
-  /* large blocks took memory the core needed: the thread keeps less of them
-   * for a while, not to send the core down this path again at once */
-  if (c->bytes[1]) c->room[1] = c->bytes[1] / 2;
-  size_t bytes = flush_cache(d, c, NULL, false);
+  /* Large blocks took memory the core needed: they go back, and the thread
+   * keeps less of them for a while, not to send the core down this path
+   * again at once; the small lists stay (at most thread_cache_kb, reused by
+   * the program), unless the large blocks did not suffice: then the slow
+   * path flushes every cache, this one whole, before it waits or fails. */
+  size_t bytes;
+  if (c->bytes[1]) {
+    c->room[1] = c->bytes[1] / 2;
+    bytes = flush_lists(d, c, NULL, false, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES);
+    fold_into(d, &c->counts[d->ordinal]);
+  } else bytes = flush_cache(d, c, NULL, false);
   unhold(c);
   return bytes;
 }

@@ -75,7 +75,8 @@ bool ca_tcache_disown(ca_block_t *b);
  * down, so the threads forget its blocks too. Returns the bytes given. */
 size_t ca_tcache_flush(ca_device_t *d, ca_stream_t stream, bool forget);
 /* The same for the calling thread's cache alone: what a slow path tries
- * before it disturbs other threads. */
+ * before it disturbs other threads (its large blocks alone when it holds
+ * some: tcache.c). */
 size_t ca_tcache_flush_mine(ca_device_t *d);
 /* After a free that went to the core (d locked): once the cache has missed
  * or refused enough since the last trim (tcache.c), the thread's blocks on
