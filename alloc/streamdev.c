@@ -47,14 +47,12 @@ static ca_streamdev_tls_t *answers(void) {
   return t;
 }
 
-static void *context_key(void) { return ca_state.be->context_key ? ca_state.be->context_key() : NULL; }
-
 CUresult ca_stream_device_asked(ca_stream_t stream, int *dev) {
   ca_streamdev_tls_t *t = answers();
   if (!t) return ca_state.be->stream_device(stream, dev);
   bool dflt = ca_streamdev_is_default(stream);
   unsigned w = ca_streamdev_way(stream);
-  void *ctx = dflt ? context_key() : NULL;
+  void *ctx = dflt ? ca_streamdev_context() : NULL;
   bool same_ctx = ctx && (t->ctx == ctx || (CA_DEBUG(stale_stream_devices) && t->ctx));
   if (dflt ? same_ctx : stream && t->stream[w] == stream) {
     *dev = dflt ? t->ctx_dev : t->dev[w];
@@ -65,7 +63,7 @@ CUresult ca_stream_device_asked(ca_stream_t stream, int *dev) {
   if (!dflt) {
     t->stream[w] = stream;
     t->dev[w] = *dev;
-  } else if ((ctx = context_key())) {   /* asked again: the call may have given the thread a context */
+  } else if ((ctx = ca_streamdev_context())) {   /* asked again: the call may have given the thread a context */
     t->ctx = ctx;
     t->ctx_dev = *dev;
   }

@@ -39,6 +39,14 @@ static inline unsigned ca_streamdev_way(ca_stream_t s) {
   return (unsigned)((uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ull >> (64 - CA_STREAMDEV_LOG2));
 }
 
+/* The calling thread's current context as the backend keys it (NULL: none,
+ * or no key): what a default handle's remembered device holds under. One
+ * cheap call (on CUDA, cuCtxGetCurrent alone), so that a context changed
+ * behind the shim's back (cuCtxSetCurrent, a push or pop) is seen. */
+static inline void *ca_streamdev_context(void) {
+  return ca_state.be->context_key ? ca_state.be->context_key() : NULL;
+}
+
 /* A default handle (NULL, legacy, per-thread): its device is the current
  * context's, not the handle's (the same test as streams.c's, inline). */
 static inline bool ca_streamdev_is_default(ca_stream_t s) {

@@ -122,6 +122,9 @@ typedef struct ca_tcache_s {
   ca_stream_t sd_stream;        /* the last created stream whose device was asked... */
   int sd_dev;                   /* ...that device... */
   uint64_t sd_gen;              /* ...under this stream-device generation (0: none) */
+  void *dd_ctx;                 /* the context the default handles' device was asked under... */
+  int dd_dev;                   /* ...that device (the context's)... */
+  uint64_t dd_gen;              /* ...under this generation (0: none) */
   size_t refused;               /* the trim's pressure since the last one, in bytes */
   size_t refused_large;         /* the same for large blocks, against their cap */
   /* What each kind may hold now: thread_cache_kb's bytes; thread_cache_large_mb's,
@@ -283,21 +286,35 @@ HOT tc_list_t *list_of(ca_tcache_t *c, ca_stream_t s, int dev, bool room) {
 
 /* ca_stream_device(stream), from the thread's last answer while the
  * generation under which it was asked stands (streamdev.h: a created
- * stream's device changes only with a change that moves it; the test switch
- * stale_stream_devices keeps it through every change). */
+ * stream's device changes only with a change that moves it) and, for the
+ * default handles (all of them the current context's), while the thread's
+ * current context is the one it was asked under: cudaSetDevice,
+ * cuCtxSetCurrent, a push or a pop change it, seen by the shim or not.
+ * The test switch stale_stream_devices keeps the answers through every
+ * change. */
 static __attribute__((noinline)) CUresult stream_device_asked(ca_tcache_t *c, ca_stream_t stream, uint64_t gen,
                                                               int *dev) {
   CUresult rc = ca_stream_device(stream, dev);
-  if (!rc && !ca_streamdev_is_default(stream)) {   /* a default handle's device is the current context's */
+  if (rc) return rc;
+  if (!ca_streamdev_is_default(stream)) {
     c->sd_stream = stream;
     c->sd_dev = *dev;
     c->sd_gen = gen;
+  } else if ((c->dd_ctx = ca_streamdev_context())) {   /* keyed after the call: it may have bound a context */
+    c->dd_dev = *dev;
+    c->dd_gen = gen;
   }
   return rc;
 }
 HOT CUresult stream_device(ca_tcache_t *c, ca_stream_t stream, int *dev) {
   uint64_t gen = __atomic_load_n(&ca_streamdev_generation, __ATOMIC_ACQUIRE);
-  if (stream == c->sd_stream && (gen == c->sd_gen || (CA_DEBUG(stale_stream_devices) && c->sd_gen))) {
+  bool stale = CA_DEBUG(stale_stream_devices);
+  if (ca_streamdev_is_default(stream)) {
+    if (c->dd_gen && ((stale && c->dd_ctx) || (gen == c->dd_gen && ca_streamdev_context() == c->dd_ctx))) {
+      *dev = c->dd_dev;
+      return CUDA_SUCCESS;
+    }
+  } else if (stream == c->sd_stream && (gen == c->sd_gen || (stale && c->sd_gen))) {
     *dev = c->sd_dev;
     return CUDA_SUCCESS;
   }

@@ -16,7 +16,8 @@ cudaError_t ca_rt_error(cudaError_t err) {
   return err;
 }
 
-cudaError_t ca_rt_result(CUresult rc) { return ca_rt_error(ca_cuda_error(rc)); }
+/* Success is most calls: it needs no conversion (the error table's switch). */
+cudaError_t ca_rt_result(CUresult rc) { return rc == CUDA_SUCCESS ? cudaSuccess : ca_rt_error(ca_cuda_error(rc)); }
 
 /* The real runtime's error (of the runtime caller reaches): reset with it,
  * or peeked at. */

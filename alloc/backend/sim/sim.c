@@ -421,7 +421,10 @@ static CUresult sim_stream_device(ca_stream_t stream, int *dev) {
   if (stream == NULL || stream == CA_STREAM_LEGACY || stream == CA_STREAM_PER_THREAD) {
     CUresult rc = ca_sim_enter(CA_OP_stream_device);
     if (rc == CUDA_SUCCESS) rc = started_or_violation();
-    if (rc == CUDA_SUCCESS) *dev = ca_sim_current_device();
+    if (rc == CUDA_SUCCESS) {
+      ca_sim_thread_init();   /* binds device 0 when none is current, as the CUDA backend does */
+      *dev = ca_sim_current_device();
+    }
     return ca_sim_leave(CA_OP_stream_device, rc);
   }
   SIM_LOCKED_CALL(stream_device, ca_sim_stream_device_locked(stream, dev));
