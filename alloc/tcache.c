@@ -309,13 +309,14 @@ static __attribute__((noinline)) CUresult stream_device_asked(ca_tcache_t *c, ca
 HOT CUresult stream_device(ca_tcache_t *c, ca_stream_t stream, int *dev) {
   uint64_t gen = __atomic_load_n(&ca_streamdev_generation, __ATOMIC_ACQUIRE);
   bool stale = CA_DEBUG(stale_stream_devices);
-  if (ca_streamdev_is_default(stream)) {
-    if (c->dd_gen && ((stale && c->dd_ctx) || (gen == c->dd_gen && ca_streamdev_context() == c->dd_ctx))) {
-      *dev = c->dd_dev;
-      return CUDA_SUCCESS;
-    }
-  } else if (stream == c->sd_stream && (gen == c->sd_gen || (stale && c->sd_gen))) {
+  /* The created stream first, as cheap as before (sd_stream is never a default handle). */
+  if (stream == c->sd_stream && (gen == c->sd_gen || (stale && c->sd_gen))) {
     *dev = c->sd_dev;
+    return CUDA_SUCCESS;
+  }
+  if (ca_streamdev_is_default(stream) && c->dd_gen &&
+      ((stale && c->dd_ctx) || (gen == c->dd_gen && ca_streamdev_context() == c->dd_ctx))) {
+    *dev = c->dd_dev;
     return CUDA_SUCCESS;
   }
   return stream_device_asked(c, stream, gen, dev);
