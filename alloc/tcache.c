@@ -124,7 +124,7 @@ typedef struct ca_tcache_s {
   uint64_t sd_gen;              /* ...under this stream-device generation (0: none) */
   void *dd_ctx;                 /* the context the default handles' device was asked under... */
   int dd_dev;                   /* ...that device (the context's)... */
-  uint64_t dd_gen;              /* ...under this generation (0: none) */
+  uint64_t dd_gen;              /* ...under this generation (0: none; else dd_ctx is not NULL) */
   size_t refused;               /* the trim's pressure since the last one, in bytes */
   size_t refused_large;         /* the same for large blocks, against their cap */
   /* What each kind may hold now: thread_cache_kb's bytes; thread_cache_large_mb's,
@@ -300,9 +300,10 @@ static __attribute__((noinline)) CUresult stream_device_asked(ca_tcache_t *c, ca
     c->sd_stream = stream;
     c->sd_dev = *dev;
     c->sd_gen = gen;
-  } else if ((c->dd_ctx = ca_streamdev_context())) {   /* keyed after the call: it may have bound a context */
+  } else {   /* keyed after the call, which may have bound a context; none: nothing kept */
+    c->dd_ctx = ca_streamdev_context();
     c->dd_dev = *dev;
-    c->dd_gen = gen;
+    c->dd_gen = c->dd_ctx ? gen : 0;
   }
   return rc;
 }
