@@ -644,11 +644,13 @@ size_t ca_tcache_flush_mine(ca_device_t *d) {
    * keeps less of them for a while, not to send the core down this path
    * again at once; the small lists stay (at most thread_cache_kb, reused by
    * the program), unless the large blocks did not suffice: then the slow
-   * path flushes every cache, this one whole, before it waits or fails. */
-  size_t bytes;
-  if (c->bytes[1]) {
-    c->room[1] = c->bytes[1] / 2;
-    bytes = flush_lists(d, c, NULL, false, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES);
+   * path flushes every cache, this one whole, before it waits or fails.
+   * Only large blocks on d count: c->bytes[1] is every device's, and
+   * another device's took none of d's memory. */
+  size_t held = c->bytes[1];
+  size_t bytes = held ? flush_lists(d, c, NULL, false, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES) : 0;
+  if (bytes) {
+    c->room[1] = held / 2;
     fold_into(d, &c->counts[d->ordinal]);
   } else bytes = flush_cache(d, c, NULL, false);
   unhold(c);

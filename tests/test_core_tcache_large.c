@@ -342,3 +342,41 @@ Test(core_tcache_large, mem_get_info_counts_large_cached_blocks_as_free) {
 Test(core_tcache_large, without_the_flush_mem_get_info_misses_them) {
   cr_assert_geq(mem_info_loss_with_large_blocks_cached(true), 24 * MiB);
 }
+
+/* Bytes the front caches hold on device dev. */
+static int64_t cached_on(int dev) {
+  cudalloc_stats_t st;
+  cr_assert_eq(cudalloc_get_stats(dev, &st), cudaSuccess);
+  return ca_state.devices[dev]->stats.allocated_bytes.current - st.allocated_bytes.current;
+}
+
+/* The slow path's first flush is about the device short of memory: large
+ * blocks the thread caches on ANOTHER device took none of it, so they
+ * neither halve the thread's large room nor keep this device's small
+ * lists from going back (as for a thread holding no large block). Input
+ * tried: an 8 MiB block cached on device 1, 16 small ones on device 0,
+ * then a cudaMalloc on device 0 that grows (a slow path). Before the fix
+ * (ca_tcache_flush_mine tested c->bytes[1], every device's large bytes)
+ * the small blocks stayed cached on device 0, and a second 8 MiB free on
+ * device 1 was refused: the room had been halved to 4 MiB (each of the
+ * two assertions failed on its own). */
+Test(core_tcache_large, another_devices_large_blocks_leave_this_devices_slow_path_alone) {
+  core_start("track:caller,sim_events:auto,sim_devices:2,thread_cache_large_mb:64");
+  ca_stream_t s1 = stream_of_device_1(), s0 = new_stream();
+  void *p = NULL, *p2 = NULL, *q[16];
+  cr_assert_eq(ca_malloc_on(1, &p, 8 * MiB, s1, CA_ALLOC_ASYNC, NULL), CUDA_SUCCESS);
+  cr_assert_eq(ca_malloc_on(1, &p2, 8 * MiB, s1, CA_ALLOC_ASYNC, NULL), CUDA_SUCCESS);
+  cr_assert_eq(ca_free(p, s1), CUDA_SUCCESS);
+  cr_assert_eq(cached_on(1), (int64_t)(8 * MiB));
+  for (int i = 0; i < 16; i++) q[i] = alloc_on(SMALL, s0);
+  for (int i = 0; i < 16; i++) free_on(q[i], s0);
+  cr_assert_eq(cached_on(0), (int64_t)(16 * SMALL));
+  void *big = NULL;
+  cr_assert_eq(ca_malloc(&big, 16 * MiB, NULL, CA_ALLOC_SYNC, NULL), CUDA_SUCCESS, "device 0 grows: a slow path");
+  cr_assert_eq(cached_on(0), 0, "device 0's small blocks went back, as with no large block anywhere");
+  cr_assert_eq(cached_on(1), (int64_t)(8 * MiB), "device 1's block is not device 0's business");
+  cr_assert_eq(ca_free(p2, s1), CUDA_SUCCESS);
+  cr_assert_eq(cached_on(1), (int64_t)(16 * MiB), "the large room was not halved");
+  cr_assert_eq(ca_free_sync(big), CUDA_SUCCESS);
+  CHECK_CONSISTENT();
+}
