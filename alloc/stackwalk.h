@@ -86,8 +86,10 @@ static inline ca_stackwalk_memo_t *ca_stackwalk_set(ca_stackwalk_thread_t *t, vo
 }
 
 /* The call site of (caller, depth) as the memo remembers it under cfa, or
- * NULL (ask ca_stackwalk_site_at with the same cfa). */
-static inline void *ca_stackwalk_remembered(void *caller, const char *cfa, int depth) {
+ * NULL (ask ca_stackwalk_site_at with the same cfa). Always inlined: under
+ * the shipped library's link-time optimization GCC made it a function of
+ * its own, called from every allocation's front. */
+static inline __attribute__((always_inline)) void *ca_stackwalk_remembered(void *caller, const char *cfa, int depth) {
   ca_stackwalk_thread_t *t = &ca_stackwalk_mine;
   if (t->gen != __atomic_load_n(&ca_stackwalk_generation, __ATOMIC_ACQUIRE)) return NULL;
   const ca_stackwalk_memo_t *m = ca_stackwalk_set(t, caller, cfa);

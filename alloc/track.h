@@ -39,8 +39,10 @@ void ca_track_forget(void);
 
 /* The default (track:stack) without a call in between: the stack walk's
  * frames below the caller stay the same for every caller. The memo is
- * keyed by the CFA of the function this is inlined into (ca_malloc_on),
- * and asked there: a stack seen before costs no call. */
+ * keyed by the CFA of the function this is inlined into (each entry point
+ * of alloc.c's malloc_front: ca_malloc, ca_malloc_on, ca_entry_malloc, or
+ * cudalloc_malloc when link-time optimization inlines that one), and asked
+ * there: a stack seen before costs no call. */
 static inline __attribute__((always_inline)) void *ca_track_site(void *caller) {
   if (ca_config.track == CA_TRACK_STACK && caller) {
     const char *cfa = __builtin_dwarf_cfa();
