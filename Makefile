@@ -188,7 +188,10 @@ install: lib
 	install -m 755 $(LIB_SO_REAL) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(notdir $(LIB_SO_REAL)) $(DESTDIR)$(LIBDIR)/$(LIB_SO_NAME)
 	ln -sf $(LIB_SO_NAME) $(DESTDIR)$(LIBDIR)/libcudalloc.so
-	install -m 644 $(LIB_A) $(DESTDIR)$(LIBDIR)/
+	# the archive installed without its LTO bytecode: a program built by another
+	# GCC with -flto would refuse this one's (the plain code beside it is what links)
+	objcopy --remove-section='.gnu.lto_*' $(LIB_A) $(DESTDIR)$(LIBDIR)/libcudalloc.a
+	chmod 644 $(DESTDIR)$(LIBDIR)/libcudalloc.a
 	install -m 644 alloc/include/cudalloc.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 644 $(PCFILE) $(DESTDIR)$(LIBDIR)/pkgconfig/
 

@@ -69,6 +69,12 @@ step "build against the shared library" $CC tests/install/app.c $flags -o "$tmp/
 readelf -d "$tmp/app-shared" | grep -q 'NEEDED.*\[libcudalloc\.so\.0\]' || fail "app-shared does not need libcudalloc.so.0"
 ran_on_cudalloc "the shared build" env LD_LIBRARY_PATH="$lib" "$tmp/app-shared"
 
+# The installed archive holds plain code only: GCC's LTO bytecode in it
+# (the build's fat objects) would make another GCC's -flto link refuse it.
+objdump -h "$lib/libcudalloc.a" >"$tmp/sections" 2>>"$log" || fail "objdump of the installed archive"
+grep -q '\.gnu\.lto_' "$tmp/sections" && fail "the installed libcudalloc.a carries LTO bytecode"
+grep -q '\.text' "$tmp/sections" || fail "the installed libcudalloc.a has no code"
+
 # The archive: -static, because with libcudalloc.so beside it the linker
 # would take the shared library; a fully static program also shows that
 # Libs.private names every library the archive needs.
@@ -88,4 +94,4 @@ left=$(find "$dest" ! -type d)
 [ -z "$left" ] || fail "make uninstall left: $left"
 # The build tree's cudalloc.pc back to the prefix of a plain make.
 step "restore the build tree's cudalloc.pc" make --no-print-directory -s BUILD="$BUILD" "$BUILD/cudalloc.pc"
-echo "install check: ok (install, cudalloc-replay, pkg-config shared and --static, uninstalled .pc, uninstall)"
+echo "install check: ok (install, an archive without LTO bytecode, cudalloc-replay, pkg-config shared and --static, uninstalled .pc, uninstall)"
