@@ -4,38 +4,16 @@
  * core; every flush gives the blocks back; the statistics the program
  * reads count them as freed. Each guard has a twin test with a test-only
  * switch that breaks it (tcache_any_stream, tcache_no_flush). */
-#include "core_testing.h"
+#include "tcache_testing.h"
 
 #include <pthread.h>
 
 #include "sitelive.h"
 
 static void sim_only(void) { SKIP_ON_CUDA("the simulated device's oracle and counters"); }
-/* As a program synchronizes before it shuts cudalloc down. */
-static void fini(void) {
-  ca_sim_complete_all();
-  core_fini();
-}
-TestSuite(core_tcache, .init = sim_only, .fini = fini);
+TestSuite(core_tcache, .init = sim_only, .fini = tcache_fini);
 
 #define SMALL 4096
-
-static void *alloc_on(size_t size, ca_stream_t s) {
-  void *p = NULL;
-  cr_assert_eq(cudalloc_malloc(&p, size, (cudaStream_t)s), cudaSuccess);
-  return p;
-}
-
-static void free_on(void *p, ca_stream_t s) { cr_assert_eq(cudalloc_free(p, (cudaStream_t)s), cudaSuccess); }
-
-static ca_stream_t new_stream(void) {
-  ca_stream_t s = test_stream(true);
-  ca_stream_created(s, true);
-  return s;
-}
-
-/* Bytes the front caches hold: LIVE to the core, freed to the program. */
-static int64_t cached_bytes(void) { return dev0()->stats.allocated_bytes.current - stats0().allocated_bytes.current; }
 
 /* The core serves no allocation of a warm pair: its own count (what it
  * served) stands still while the program's count grows. */
@@ -68,28 +46,15 @@ Test(core_tcache, without_the_cache_the_core_serves_every_pair) {
   cr_assert_eq(dev0()->stats.num_allocs.total, core + 100);
 }
 
-/* A kernel on A writes p; p is freed on A into the cache; B asks for the
- * same size. Returns whether B got p (the oracle judges the hand-out). */
-static bool another_stream_gets_the_cached_block(bool break_guard) {
-  core_start("track:caller,sim_events:manual");
-  ca_debug.tcache_any_stream = break_guard;
-  ca_stream_t a = new_stream(), b = new_stream();
-  void *p = alloc_on(SMALL, a);
-  TOUCH(a, p, SMALL, true);
-  free_on(p, a);
-  cr_assert_gt(cached_bytes(), 0, "p is in the thread's cache");
-  void *q = alloc_on(SMALL, b);
-  CHECK_CONSISTENT();
-  return q == p;
-}
+#define ANOTHER_STREAM(break_guard) another_stream_gets_the_cached_block("track:caller,sim_events:manual", SMALL, break_guard)
 
 Test(core_tcache, a_cached_block_is_never_handed_to_another_stream) {
-  cr_assert_not(another_stream_gets_the_cached_block(false));
+  cr_assert_not(ANOTHER_STREAM(false));
   cr_assert_eq(ca_sim_oracle_violations(), 0);
 }
 
 Test(core_tcache, a_hit_on_another_stream_is_caught_by_the_oracle, .init = cr_redirect_stderr) {
-  cr_assert(another_stream_gets_the_cached_block(true), "the switch did not plant the reuse");
+  cr_assert(ANOTHER_STREAM(true), "the switch did not plant the reuse");
   cr_assert_eq(ca_sim_oracle_violations(), 1, "the oracle judged the hit's hand-out");
   ca_sim_oracle_reset();
 }
@@ -140,15 +105,7 @@ static bool big_request_after_caching(bool no_flush) {
   for (int i = 0; i < N; i++) p[i] = alloc_on(64 << 10, a);
   for (int i = 0; i < N; i++) free_on(p[i], a);
   cr_assert_gt(cached_bytes(), 32 * MiB, "most blocks are in the cache (%lld bytes)", (long long)cached_bytes());
-  void *big = NULL;
-  capture_t c;
-  capture_begin(&c);
-  CUresult rc = ca_malloc(&big, 40 * MiB, NULL, CA_ALLOC_SYNC, NULL);
-  char buf[4096];
-  capture_end(&c, buf, sizeof buf);
-  if (!rc) cr_assert_eq(ca_free_sync(big), CUDA_SUCCESS);
-  CHECK_CONSISTENT();
-  return rc == CUDA_SUCCESS;
+  return sync_request_succeeds(40 * MiB);
 }
 
 Test(core_tcache, out_of_memory_flushes_the_caches_and_recovers_their_bytes) {

@@ -4,38 +4,17 @@
  * as the request (or any of the next class). Each guard has a twin test
  * with a test-only switch that breaks it (tcache_ignore_fit,
  * tcache_any_stream, tcache_no_flush, tcache_no_trim). */
-#include "core_testing.h"
+#include "tcache_testing.h"
 
 #include <pthread.h>
 
 static void sim_only(void) { SKIP_ON_CUDA("the simulated device's oracle and counters"); }
-static void fini(void) {
-  ca_sim_complete_all();
-  core_fini();
-}
-TestSuite(core_tcache_large, .init = sim_only, .fini = fini);
+TestSuite(core_tcache_large, .init = sim_only, .fini = tcache_fini);
 
 #define KiB (1u << 10)
 #define SMALL (4 * KiB)
 /* (896 KiB, 1 MiB] is one class, (1 MiB, 1.125 MiB] the next. */
 #define TOP (1 * MiB)
-
-static void *alloc_on(size_t size, ca_stream_t s) {
-  void *p = NULL;
-  cr_assert_eq(cudalloc_malloc(&p, size, (cudaStream_t)s), cudaSuccess, "%zu bytes", size);
-  return p;
-}
-
-static void free_on(void *p, ca_stream_t s) { cr_assert_eq(cudalloc_free(p, (cudaStream_t)s), cudaSuccess); }
-
-static ca_stream_t new_stream(void) {
-  ca_stream_t s = test_stream(true);
-  ca_stream_created(s, true);
-  return s;
-}
-
-/* Bytes the front caches hold: LIVE to the core, freed to the program. */
-static int64_t cached_bytes(void) { return dev0()->stats.allocated_bytes.current - stats0().allocated_bytes.current; }
 
 static size_t block_size(void *p) {
   ca_block_t *b = ca_ptrmap_get(&dev0()->live, (uintptr_t)p);
@@ -171,15 +150,7 @@ static bool big_request_after_caching_large(bool no_flush) {
   for (int i = 0; i < 3; i++) free_on(p[i], s);
   for (int i = 0; i < 16; i++) free_on(q[i], s);
   cr_assert_eq(cached_bytes(), (int64_t)(24 * MiB + 16 * SMALL));
-  void *big = NULL;
-  capture_t c;
-  capture_begin(&c);
-  CUresult rc = ca_malloc(&big, 24 * MiB, NULL, CA_ALLOC_SYNC, NULL);
-  char buf[4096];
-  capture_end(&c, buf, sizeof buf);
-  if (!rc) cr_assert_eq(ca_free_sync(big), CUDA_SUCCESS);
-  CHECK_CONSISTENT();
-  return rc == CUDA_SUCCESS;
+  return sync_request_succeeds(24 * MiB);
 }
 
 /* The slow path gives the thread's large blocks back first, and keeps its
@@ -208,28 +179,16 @@ Test(core_tcache_large, after_a_slow_path_the_thread_keeps_fewer_large_blocks) {
   CHECK_CONSISTENT();
 }
 
-/* A kernel on A writes p (1 MiB); p is freed on A into the cache; B asks
- * for the same size. Returns whether B got p (the oracle judges it). */
-static bool another_stream_gets_the_large_block(bool break_guard) {
-  core_start("track:caller,sim_events:manual,thread_cache_large_mb:16");
-  ca_debug.tcache_any_stream = break_guard;
-  ca_stream_t a = new_stream(), b = new_stream();
-  void *p = alloc_on(TOP, a);
-  TOUCH(a, p, TOP, true);
-  free_on(p, a);
-  cr_assert_eq(cached_bytes(), (int64_t)TOP, "p is in the thread's cache");
-  void *q = alloc_on(TOP, b);
-  CHECK_CONSISTENT();
-  return q == p;
-}
+#define ANOTHER_STREAM(break_guard) \
+  another_stream_gets_the_cached_block("track:caller,sim_events:manual,thread_cache_large_mb:16", TOP, break_guard)
 
 Test(core_tcache_large, a_large_cached_block_is_never_handed_to_another_stream) {
-  cr_assert_not(another_stream_gets_the_large_block(false));
+  cr_assert_not(ANOTHER_STREAM(false));
   cr_assert_eq(ca_sim_oracle_violations(), 0);
 }
 
 Test(core_tcache_large, a_large_hit_on_another_stream_is_caught_by_the_oracle, .init = cr_redirect_stderr) {
-  cr_assert(another_stream_gets_the_large_block(true), "the switch did not plant the reuse");
+  cr_assert(ANOTHER_STREAM(true), "the switch did not plant the reuse");
   cr_assert_eq(ca_sim_oracle_violations(), 1, "the oracle judged the hit's hand-out");
   ca_sim_oracle_reset();
 }
