@@ -6,6 +6,7 @@
  * remembered device through every change (stale_stream_devices) and is
  * caught. Two simulated devices. */
 #include "core_testing.h"
+#include "default_pair.h"
 
 #include <pthread.h>
 
@@ -15,17 +16,6 @@ static void fini(void) {
   core_fini();
 }
 TestSuite(core_default_device, .init = sim_only, .fini = fini);
-
-#define SMALL 4096
-
-/* One call site, so that a cached block's site matches the next request. */
-static void *alloc_default(void) {
-  void *p = NULL;
-  cr_assert_eq(cudalloc_malloc(&p, SMALL, NULL), cudaSuccess);
-  return p;
-}
-
-static void free_default(void *p) { cr_assert_eq(cudalloc_free(p, NULL), cudaSuccess); }
 
 static uint64_t lookups(void) { return ca_sim_calls(CA_OP_stream_device) + ca_sim_calls(CA_OP_get_device); }
 

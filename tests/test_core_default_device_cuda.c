@@ -12,6 +12,7 @@
 
 #include "backend.h"
 #include "cudalloc.h"
+#include "default_pair.h"
 #include "internal.h"
 #include "stderr_capture.h"
 
@@ -79,15 +80,6 @@ Test(core_default_device_cuda, the_context_key_follows_the_drivers_current_conte
   set_current(NULL);
   cr_assert_null(ca_backend_cuda.context_key(), "no context, no key");
 }
-
-#define SMALL 4096
-
-static void *alloc_default(void) {
-  void *p = NULL;
-  cr_assert_eq(cudalloc_malloc(&p, SMALL, NULL), cudaSuccess);
-  return p;
-}
-static void free_default(void *p) { cr_assert_eq(cudalloc_free(p, NULL), cudaSuccess); }
 
 /* A block cached on device 0's default stream, then device 1's context made
  * current with the driver (how is given), then the same request: true when
