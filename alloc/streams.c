@@ -16,15 +16,6 @@ bool ca_stream_is_default(ca_stream_t s) {
   return s == NULL || s == CA_STREAM_LEGACY || s == CA_STREAM_PER_THREAD;
 }
 
-/* The default handles order work on d's own streams (the backend records
- * there), whichever device is current. */
-CUresult ca_stream_check(ca_device_t *d, ca_stream_t stream) {
-  if (ca_stream_is_default(stream)) return CUDA_SUCCESS;
-  int dev;
-  CUresult rc = ca_stream_device(stream, &dev);
-  return rc ? rc : dev == d->ordinal ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-}
-
 void ca_stream_register_on(ca_device_t *d, ca_stream_t stream) {
   for (int i = 0; i < d->nnonblocking; i++)
     if (d->nonblocking[i] == stream) return;
