@@ -80,11 +80,6 @@ static void queue_free(ca_device_t *d, ca_queue_t *q) {
   d->nqueues--;
 }
 
-ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool create) {
-  stream = ca_stream_normal(stream);
-  return queue_find(d, stream, ca_stream_owner(stream), create);
-}
-
 ca_queue_t *ca_queue_find_owned(ca_device_t *d, ca_stream_t stream, uint64_t owner, bool create) {
   return queue_find(d, ca_stream_normal(stream), owner, create);
 }

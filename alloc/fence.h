@@ -4,22 +4,31 @@
 
 #include "types.h"
 
-/* The queue of stream as the calling thread names it (a per-thread
- * default stream is the calling thread's). */
-ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool create);
-/* The queue of a live block's allocation stream and thread; NULL when
- * that stream is gone (or no memory). */
-ca_queue_t *ca_queue_of_block(ca_device_t *d, const ca_block_t *b);
+static inline ca_stream_t ca_stream_normal(ca_stream_t stream) { return stream ? stream : CA_STREAM_LEGACY; }
+/* What tells per-thread default streams apart: the calling thread's tag
+ * for CA_STREAM_PER_THREAD, else 0. */
+uint64_t ca_stream_owner(ca_stream_t stream);
 /* The queue of stream for the thread whose tag is owner (0: not a
  * per-thread stream). */
 ca_queue_t *ca_queue_find_owned(ca_device_t *d, ca_stream_t stream, uint64_t owner, bool create);
+/* The queue of stream as the calling thread names it (a per-thread
+ * default stream is the calling thread's). Inline: the take and the free
+ * of every core pair ask, and the last queue found (qtable.h) answers
+ * nearly all of them with one compare. */
+static inline ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool create) {
+  stream = ca_stream_normal(stream);
+  uint64_t owner = stream == CA_STREAM_PER_THREAD ? ca_stream_owner(stream) : 0;
+  ca_queue_t *q = d->qtable_last;
+  if (q && q->stream == stream && q->owner == owner) return q;
+  return ca_queue_find_owned(d, stream, owner, create);
+}
+/* The queue of a live block's allocation stream and thread; NULL when
+ * that stream is gone (or no memory). */
+ca_queue_t *ca_queue_of_block(ca_device_t *d, const ca_block_t *b);
 /* A live block the program freed leaves the statistics of live memory
  * (ca_queue_add files it then). count_free: counted in num_frees (a front
  * cache counted its own frees when the program made them). */
 void ca_queue_count_freed(ca_device_t *d, const ca_block_t *b, bool count_free);
-/* What tells per-thread default streams apart: the calling thread's tag
- * for CA_STREAM_PER_THREAD, else 0. */
-uint64_t ca_stream_owner(ca_stream_t stream);
 /* Puts a freed block into queue q (merging with its pending neighbours). */
 void ca_queue_add(ca_device_t *d, ca_queue_t *q, ca_block_t *b);
 /* Moves pending block b to the front of its fence's blocks, where a block
@@ -67,6 +76,5 @@ bool ca_fences_wait_sealed(ca_device_t *d, size_t *released);
 void ca_fences_wait_all(ca_device_t *d);
 void ca_fences_teardown(ca_device_t *d, bool call_backend);
 void ca_queue_stream_gone(ca_device_t *d, ca_stream_t stream);
-static inline ca_stream_t ca_stream_normal(ca_stream_t stream) { return stream ? stream : CA_STREAM_LEGACY; }
 
 #endif /* CUDALLOC_FENCE_H */
