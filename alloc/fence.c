@@ -171,13 +171,6 @@ void ca_queue_add(ca_device_t *d, ca_queue_t *q, ca_block_t *b) {
   else if ((bins = reusable(q) ? queue_bins(q, keep) : NULL)) ca_bins_insert(bins, keep);
 }
 
-void ca_queue_count_freed(ca_device_t *d, const ca_block_t *b, bool count_free) {
-  ca_stat_add(&d->stats.allocated_bytes, -(int64_t)b->size);
-  ca_stat_add(&d->stats.requested_bytes, -(int64_t)b->requested);
-  if (count_free) ca_stat_add(&d->stats.num_frees, 1);
-  ca_stat_add(&d->stats.num_live_blocks, -1);
-}
-
 ca_block_t *ca_queue_find_any(ca_device_t *d, ca_pool_t *pool, size_t size, size_t max, ca_queue_t **out) {
   for (ca_queue_t *q = ca_qlist_first(d, CA_QL_ALL); q; q = ca_qlist_next(q, CA_QL_ALL)) {
     ca_block_t *b = reusable(q) && q->bins[pool->id] ? ca_bins_find(q->bins[pool->id], size, max) : NULL;

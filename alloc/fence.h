@@ -25,10 +25,20 @@ static inline ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool
 /* The queue of a live block's allocation stream and thread; NULL when
  * that stream is gone (or no memory). */
 ca_queue_t *ca_queue_of_block(ca_device_t *d, const ca_block_t *b);
+/* A count that only falls: no peak to raise, no total to add to (only
+ * ca_stat_add raises allocated_bytes and num_live_blocks, and it keeps
+ * current <= peak). */
+static inline void ca_stat_fall(cudalloc_stat_t *s, int64_t by) { s->current -= by; }
 /* A live block the program freed leaves the statistics of live memory
  * (ca_queue_add files it then). count_free: counted in num_frees (a front
- * cache counted its own frees when the program made them). */
-void ca_queue_count_freed(ca_device_t *d, const ca_block_t *b, bool count_free);
+ * cache counted its own frees when the program made them). Inline, with
+ * the falling counts' peak tests left out: every core free counts. */
+static inline void ca_queue_count_freed(ca_device_t *d, const ca_block_t *b, bool count_free) {
+  ca_stat_fall(&d->stats.allocated_bytes, (int64_t)b->size);
+  ca_stat_add(&d->stats.requested_bytes, -(int64_t)b->requested);   /* a front cache's drift may raise it */
+  if (count_free) ca_stat_add(&d->stats.num_frees, 1);
+  ca_stat_fall(&d->stats.num_live_blocks, 1);
+}
 /* Puts a freed block into queue q (merging with its pending neighbours). */
 void ca_queue_add(ca_device_t *d, ca_queue_t *q, ca_block_t *b);
 /* Moves pending block b to the front of its fence's blocks, where a block
