@@ -13,6 +13,9 @@ void ca_bins_resized(ca_bins_t *bins, ca_block_t *b, size_t old_size);
 /* A block with min_size <= size <= max_size, the best fit among those it
  * looks at; NULL only when there is none. */
 ca_block_t *ca_bins_find(ca_bins_t *bins, size_t min_size, size_t max_size);
+/* The same with no upper bound (max_size SIZE_MAX: expandable segments,
+ * or classic ones without max_split_size). */
+ca_block_t *ca_bins_find_any(ca_bins_t *bins, size_t min_size);
 /* False when no block of bins is as large as size: the top non-empty
  * bin's bound (no block of it is larger) is below size, and every other
  * bin holds smaller blocks. Inline, so that a search that would miss

@@ -58,7 +58,8 @@ ca_block_t *ca_pool_take(ca_device_t *d, ca_pool_t *pool, size_t rounded, ca_str
   size_t max = max_fit(rounded);
   ca_queue_t *q = stream ? ca_queue_find(d, stream, false) : NULL;
   uint64_t owner = q ? q->owner : ca_stream_owner(ca_stream_normal(stream));   /* the stream's queue's by its making */
-  ca_block_t *mine = q && q->bins[pool->id] ? ca_bins_find(q->bins[pool->id], rounded, max) : NULL;
+  ca_bins_t *qbins = q ? q->bins[pool->id] : NULL;
+  ca_block_t *mine = !qbins ? NULL : max == SIZE_MAX ? ca_bins_find_any(qbins, rounded) : ca_bins_find(qbins, rounded, max);
   if (CA_DEBUG(reuse_pending_anywhere) && !mine) mine = ca_queue_find_any(d, pool, rounded, max, &q);
   size_t tighter = mine ? mine->size - CA_MIN_BLOCK : max;
   bool search = !(mine && mine->size == rounded) &&
