@@ -301,7 +301,7 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
   if (!d) return CUDA_ERROR_NOT_FOUND;
   /* A bad stream changes nothing: the block stays the program's. One the
    * backend cannot answer for just now (a transient error) loses nothing. */
-  CUresult rc = sync ? CUDA_SUCCESS : ca_stream_check(d, stream);
+  CUresult rc = sync ? CUDA_SUCCESS : ca_queue_check_stream(d, stream);
   bool unsure = rc && rc != CUDA_ERROR_INVALID_HANDLE;
   if (unsure) rc = CUDA_SUCCESS;
   ca_block_t *b = NULL;

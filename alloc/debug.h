@@ -34,6 +34,7 @@ typedef struct ca_debug_s {
   bool bins_may_hold_lowest;    /* ca_bins_may_hold reads the lowest non-empty bin's bound, not the top one's */
   bool pool_search_always;      /* the pool is searched whatever its bins' bound says (the reference, not a fault) */
   bool qtable_keep_last;        /* the queue hash's memo of the last lookup outlives its queue */
+  bool queue_check_any_gen;     /* a free's stream check trusts its queue's stamp whatever the generation */
   bool sitelive_memo_any_site;  /* the per-site totals' memo answers for whatever site is asked */
   bool visit_all_queues;        /* seal and poll walk every queue, not only the busy ones */
   bool tcache_any_stream;       /* a front-cache hit takes any stream's cached block */

@@ -2,6 +2,7 @@
 #ifndef CUDALLOC_FENCE_H
 #define CUDALLOC_FENCE_H
 
+#include "streams.h"
 #include "types.h"
 
 static inline ca_stream_t ca_stream_normal(ca_stream_t stream) { return stream ? stream : CA_STREAM_LEGACY; }
@@ -21,6 +22,21 @@ static inline ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool
   ca_queue_t *q = d->qtable_last;
   if (q && q->stream == stream && q->owner == owner) return q;
   return ca_queue_find_owned(d, stream, owner, create);
+}
+/* ca_stream_check(d, stream) for a stream-ordered free, answered by the
+ * stream's queue while the streamdev generation under which the queue's
+ * last check succeeded stands (a created stream keeps its device until a
+ * stream is created or destroyed, a reset, shutdown or fork: streamdev.h);
+ * else asked, and on success stamped. The free finds that queue next, so
+ * the lookup costs it nothing more. */
+static inline CUresult ca_queue_check_stream(ca_device_t *d, ca_stream_t stream) {
+  if (ca_streamdev_is_default(stream)) return CUDA_SUCCESS;
+  uint64_t gen = __atomic_load_n(&ca_streamdev_generation, __ATOMIC_ACQUIRE);   /* before asking */
+  ca_queue_t *q = ca_queue_find(d, stream, false);
+  if (q && (q->checked_gen == gen || (CA_DEBUG(queue_check_any_gen) && q->checked_gen))) return CUDA_SUCCESS;
+  CUresult rc = ca_stream_check(d, stream);
+  if (!rc && q) q->checked_gen = gen;
+  return rc;
 }
 /* The queue of a live block's allocation stream and thread; NULL when
  * that stream is gone (or no memory). */

@@ -171,6 +171,7 @@ typedef struct ca_qlink_s {
 struct ca_queue_s {
   ca_stream_t stream;           /* reuse allowed on this stream; NULL: none */
   uint64_t owner;               /* per-thread default stream: its thread's tag */
+  uint64_t checked_gen;         /* a created stream: of this device under this streamdev generation (fence.h) */
   bool dead;                    /* the stream was destroyed */
   uint8_t on_list;              /* bit l: on the device's list l (ca_qlist_id_t) */
   ca_bins_t *bins[CA_POOL_COUNT]; /* reusable pending blocks, per pool; made on first use */
