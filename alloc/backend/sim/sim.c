@@ -27,6 +27,7 @@ sim_state_t ca_sim = {.lock = PTHREAD_MUTEX_INITIALIZER, .gen = 1};
 static __thread struct {
   unsigned gen;
   int dev;
+  void *key;   /* sim_context_key's answer while gen holds, made when bound */
 } tls_device;
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
@@ -59,9 +60,13 @@ int ca_sim_current_device(void) {
   return ca_sim_current_context(&dev) ? dev : 0;
 }
 
+/* A context is a device's in one life of the simulation (gen): a key
+ * made of both is never reused. */
 static void bind_thread(int dev) {
-  tls_device.gen = LOAD(&ca_sim.gen);
+  unsigned gen = LOAD(&ca_sim.gen);
+  tls_device.gen = gen;
   tls_device.dev = dev;
+  tls_device.key = (void *)(uintptr_t)((uint64_t)gen << 16 | (uint64_t)(dev + 1));
 }
 
 void ca_sim_thread_init(void) {
@@ -295,12 +300,12 @@ static CUresult sim_get_device(int *dev) {
   return ca_sim_leave(CA_OP_get_device, rc);
 }
 
-/* A context is a device's in one life of the simulation (gen): a key
- * made of both is never reused. */
+/* What cuCtxGetCurrent costs: the thread's own record read, no lock. The
+ * key is made when the thread is bound (bind_thread) and holds while its
+ * life (gen) does; ca_sim.started needs no test: a thread is bound only
+ * while started, and the teardown that clears started moves gen on. */
 static void *sim_context_key(void) {
-  int dev;
-  if (!ca_sim_current_context(&dev)) return NULL;
-  return (void *)(uintptr_t)((uint64_t)tls_device.gen << 16 | (uint64_t)(dev + 1));
+  return tls_device.gen == LOAD(&ca_sim.gen) ? tls_device.key : NULL;
 }
 
 static CUresult sim_set_device(int dev) {
