@@ -46,13 +46,13 @@
 #include "fence.h"
 
 static bool vouched;          /* atomic: the shim sees every stream the program creates */
-static uint64_t owner;        /* atomic: the tag of the one thread seen, 0 none yet */
+uint64_t ca_legacyq_owner;    /* atomic: the tag of the one thread seen, 0 none yet */
+__thread uint64_t ca_legacyq_my_tag;
 static uint64_t next_tag;     /* atomic */
 
 static uint64_t my_tag(void) {
-  static __thread uint64_t tag;
-  if (!tag) tag = __atomic_add_fetch(&next_tag, 1, __ATOMIC_RELAXED);
-  return tag;
+  if (!ca_legacyq_my_tag) ca_legacyq_my_tag = __atomic_add_fetch(&next_tag, 1, __ATOMIC_RELAXED);
+  return ca_legacyq_my_tag;
 }
 
 /* auto needs the shim's word: linked as a library (libcudalloc.a, or the
@@ -69,12 +69,10 @@ static bool active(void) { return available() && !ca_legacyq_is_over(); }
 
 static bool is_legacy(ca_stream_t s) { return s == NULL || s == CA_STREAM_LEGACY; }
 
+/* The mode's common case (its one thread on the legacy stream) was
+ * answered inline (ca_legacyq_owners_own). */
 void ca_legacyq_saw_slow(ca_stream_t stream) {
-  /* The mode's common case, first: its one thread on the legacy stream.
-   * An owner is only taken while the mode is available (below), and
-   * ca_legacyq_reset forgets it: nothing to do, whether or not the mode
-   * has ended since. */
-  if (is_legacy(stream) && __atomic_load_n(&owner, __ATOMIC_ACQUIRE) == my_tag()) return;
+  if (ca_legacyq_owners_own(stream)) return;
   if (!available()) {   /* off: the hot path's test says so from now on */
     if (ca_ready()) ca_unstir(CA_STIR_LEGACYQ);
     return;
@@ -84,13 +82,15 @@ void ca_legacyq_saw_slow(ca_stream_t stream) {
     ca_legacyq_end();
     return;
   }
-  uint64_t me = my_tag(), seen = __atomic_load_n(&owner, __ATOMIC_ACQUIRE);
+  uint64_t me = my_tag(), seen = __atomic_load_n(&ca_legacyq_owner, __ATOMIC_ACQUIRE);
   if (seen == me) return;
-  if (!seen && __atomic_compare_exchange_n(&owner, &seen, me, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return;
+  if (!seen &&
+      __atomic_compare_exchange_n(&ca_legacyq_owner, &seen, me, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    return;
   if (seen != me) ca_legacyq_end();
 }
 
-ca_stream_t ca_legacyq_alloc_stream_slow(bool ordered, ca_stream_t stream) {
+ca_stream_t ca_legacyq_alloc_stream_other(bool ordered, ca_stream_t stream) {
   ca_legacyq_saw(ordered ? stream : CA_STREAM_LEGACY);
   if (ordered) return ca_stream_normal(stream);
   return active() ? CA_STREAM_LEGACY : NULL;
@@ -141,5 +141,5 @@ bool ca_legacyq_sync_proves(ca_stream_t stream) {
 
 void ca_legacyq_reset(void) {
   ca_stir(CA_STIR_LEGACYQ);
-  __atomic_store_n(&owner, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&ca_legacyq_owner, 0, __ATOMIC_RELEASE);
 }
