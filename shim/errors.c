@@ -16,8 +16,6 @@ cudaError_t ca_rt_error(cudaError_t err) {
   return err;
 }
 
-/* Success is most calls: it needs no conversion (the error table's switch). */
-cudaError_t ca_rt_result(CUresult rc) { return rc == CUDA_SUCCESS ? cudaSuccess : ca_rt_error(ca_cuda_error(rc)); }
 
 /* The real runtime's error (of the runtime caller reaches): reset with it,
  * or peeked at. */

@@ -22,17 +22,17 @@ extern __thread unsigned ca_guard_depth;
 
 /* A guard held for the rest of the enclosing block. */
 typedef struct ca_guard_s {
-  bool outer;   /* no other cudalloc entry point runs below on this thread */
+  unsigned *depth;   /* this thread's ca_guard_depth: looked up once, not again at the leave */
+  bool outer;        /* no other cudalloc entry point runs below on this thread */
 } ca_guard_t;
 
 static inline ca_guard_t ca_guard_enter(void) {
-  return (ca_guard_t){.outer = ca_guard_depth++ == 0};
+  unsigned *depth = &ca_guard_depth;
+  __asm__("" : "+r"(depth));   /* kept, not looked up again: the compiler would redo the TLS call */
+  return (ca_guard_t){.depth = depth, .outer = (*depth)++ == 0};
 }
 
-static inline void ca_guard_leave(ca_guard_t *g) {
-  (void)g;
-  ca_guard_depth--;
-}
+static inline void ca_guard_leave(ca_guard_t *g) { (*g->depth)--; }
 
 /* true while some cudalloc entry point runs on this thread. */
 static inline bool ca_guard_busy(void) { return ca_guard_depth != 0; }

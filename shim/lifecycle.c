@@ -17,10 +17,8 @@
 #include <pthread.h>
 
 enum { MODE_UNKNOWN, MODE_CUDA, MODE_SIM };
-enum { START_UNTRIED, START_OK, START_FAILED };
-
-static int mode;      /* atomic: MODE_* */
-static int started;   /* atomic: START_* */
+static int mode;        /* atomic: MODE_* */
+int ca_shim_started;    /* atomic: CA_SHIM_* (shim.h) */
 
 #define LOAD(p) __atomic_load_n(p, __ATOMIC_ACQUIRE)
 #define STORE(p, v) __atomic_store_n(p, v, __ATOMIC_RELEASE)
@@ -34,11 +32,11 @@ bool ca_shim_sim(void) {
   return m == MODE_SIM;
 }
 
-bool ca_shim_start(void) {
-  int s = LOAD(&started);
-  if (s != START_UNTRIED) return s == START_OK;
+bool ca_shim_start_slow(void) {
+  int s = LOAD(&ca_shim_started);
+  if (s != CA_SHIM_UNTRIED) return s == CA_SHIM_STARTED;
   bool ok = ca_init(NULL) == CUDA_SUCCESS;
-  STORE(&started, ok ? START_OK : START_FAILED);
+  STORE(&ca_shim_started, ok ? CA_SHIM_STARTED : CA_SHIM_FAILED);
   return ok;
 }
 
@@ -46,7 +44,7 @@ bool ca_shim_start(void) {
  * state is not the child's (a CUDA context does not survive fork). */
 static void fork_child(void) {
   ca_fork_child();
-  STORE(&started, START_UNTRIED);
+  STORE(&ca_shim_started, CA_SHIM_UNTRIED);
 }
 
 /* Preloaded, or linked before the runtime, the program's stream creations

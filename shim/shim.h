@@ -120,8 +120,14 @@ CUresult ca_drv_missing(const char *name);
  * by shim/sim/. */
 bool ca_shim_sim(void);
 /* Starts the core on first use. false when it cannot start: the caller
- * then behaves as if cudalloc were absent. */
-bool ca_shim_start(void);
+ * then behaves as if cudalloc were absent. Inline, as every entry point
+ * asks: once started, one load. */
+enum { CA_SHIM_UNTRIED, CA_SHIM_STARTED, CA_SHIM_FAILED };
+extern int ca_shim_started __attribute__((visibility("hidden")));   /* atomic: CA_SHIM_*; no GOT */
+bool ca_shim_start_slow(void);
+static inline bool ca_shim_start(void) {
+  return __atomic_load_n(&ca_shim_started, __ATOMIC_ACQUIRE) == CA_SHIM_STARTED || ca_shim_start_slow();
+}
 
 /* Opens an exported entry point. Calls made while another cudalloc entry
  * point runs on this thread (the real runtime reaching the driver through
@@ -151,8 +157,11 @@ bool ca_shim_start(void);
 /* Records err as the calling thread's last error (unless cudaSuccess), as
  * the runtime does for a failed call; returns err. */
 cudaError_t ca_rt_error(cudaError_t err);
-/* ca_rt_error of the runtime error that stands for a core result. */
-cudaError_t ca_rt_result(CUresult rc);
+/* ca_rt_error of the runtime error that stands for a core result. Inline:
+ * success, most calls, needs no conversion (the error table's switch). */
+static inline cudaError_t ca_rt_result(CUresult rc) {
+  return rc == CUDA_SUCCESS ? cudaSuccess : ca_rt_error(ca_cuda_error(rc));
+}
 
 /* The stream a _ptsz entry point means: NULL is the per-thread stream. */
 static inline ca_stream_t ca_ptsz(const void *stream) {
