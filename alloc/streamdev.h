@@ -43,9 +43,7 @@ static inline unsigned ca_streamdev_way(ca_stream_t s) {
  * or no key): what a default handle's remembered device holds under. One
  * cheap call (on CUDA, cuCtxGetCurrent alone), so that a context changed
  * behind the shim's back (cuCtxSetCurrent, a push or pop) is seen. */
-static inline void *ca_streamdev_context(void) {
-  return ca_state.be->context_key ? ca_state.be->context_key() : NULL;
-}
+static inline void *ca_streamdev_context(void) { return ca_state.be->context_key(); }
 
 /* A default handle (NULL, legacy, per-thread): its device is the current
  * context's, not the handle's (the same test as streams.c's, inline). */

@@ -197,6 +197,14 @@ typedef struct ca_backend_s {
    * with a default handle, a current context) of a context the backend does
    * not serve. Cheap: the core asks on every stream-ordered call. */
   CUresult (*stream_device)(ca_stream_t stream, int *dev);
+  /* An opaque key of the calling thread's current context, NULL when it has
+   * none: equal keys name the same context, so the same current device and
+   * default streams. No counted call, never fails, cheap enough for every
+   * allocation (on CUDA, cuCtxGetCurrent alone), so that the core can
+   * remember what stream_device said for the default streams. Required
+   * (the hot path calls it with no test): a backend with no key returns
+   * NULL, and nothing is remembered. */
+  void *(*context_key)(void);
 
   /* -- pinned host memory -------------------------------------------------- */
   /* Page-locked host memory of size bytes (a non-zero multiple of the host
@@ -223,12 +231,6 @@ typedef struct ca_backend_s {
    * allocation fails (it may be slow and may allocate host memory).
    * CUDA_ERROR_NOT_SUPPORTED when the backend cannot tell (no NVML). */
   CUresult (*processes)(int dev, ca_process_t *out, unsigned cap, unsigned *n);
-  /* An opaque key of the calling thread's current context, NULL when it has
-   * none: equal keys name the same context, so the same current device and
-   * default streams. No counted call, never fails, cheap enough for every
-   * allocation (on CUDA, cuCtxGetCurrent alone), so that the core can
-   * remember what stream_device said for the default streams. */
-  void *(*context_key)(void);
 } ca_backend_t;
 
 extern const ca_backend_t ca_backend_sim;
