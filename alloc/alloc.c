@@ -201,7 +201,7 @@ static __attribute__((noinline)) CUresult malloc_core(int dev, void **ptr, size_
   if ((rc = device_of(dev, stream ? stream : CA_STREAM_LEGACY, &d))) return rc;
   bool ordered = kind == CA_ALLOC_ASYNC;   /* else cudaMalloc, cuMemAlloc, pitch, 3D: usable by any stream */
   bool claimed = false;
-  pthread_mutex_lock(&d->lock);
+  ca_devlock_take(&d->lock);
   if (size > d->limit) rc = out_of_memory(d, size, CUDA_ERROR_OUT_OF_MEMORY);
   else {
     size_t rounded = ca_round_size(size);
@@ -228,7 +228,7 @@ static __attribute__((noinline)) CUresult malloc_core(int dev, void **ptr, size_
   }
   if (b && ca_state.be->check_handout)   /* a backend that sees device work checks the hand-out */
     ca_state.be->check_handout(b->addr, size, stream, stream != NULL, caller);
-  pthread_mutex_unlock(&d->lock);
+  ca_devlock_release(&d->lock);
   if (claimed) ca_tcache_remember(b);
   if (b) *ptr = (void *)b->addr;
   return rc;
@@ -320,7 +320,7 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
     ca_queue_add(d, queue_for(d, b, ca_stream_normal(stream), sync, unsure), b);
     ca_tcache_trim(d);
   }
-  pthread_mutex_unlock(&d->lock);
+  ca_devlock_release(&d->lock);
   return rc;
 }
 
@@ -359,7 +359,7 @@ CUresult ca_free_torch(void *ptr, ca_stream_t stream) {
 bool ca_owns(const void *ptr) {
   if (!ptr || !ca_state.be) return false;
   ca_device_t *d = ca_device_lock_owner((uintptr_t)ptr);
-  if (d) pthread_mutex_unlock(&d->lock);
+  if (d) ca_devlock_release(&d->lock);
   return d != NULL;
 }
 
@@ -384,6 +384,6 @@ CUresult ca_address_range(const void *ptr, void **base, size_t *size) {
     if (size) *size = b->requested;
   }
   ca_tcache_resume();
-  pthread_mutex_unlock(&d->lock);
+  ca_devlock_release(&d->lock);
   return b ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

@@ -138,9 +138,9 @@ static ca_device_t *lock_ready(int dev) {
   if (dev < 0 || dev >= ca_state.ndevices) return NULL;
   ca_device_t *d = __atomic_load_n(&ca_state.devices[dev], __ATOMIC_ACQUIRE);
   if (!d) return NULL;
-  pthread_mutex_lock(&d->lock);
+  ca_devlock_take(&d->lock);
   if (d->ready) return d;
-  pthread_mutex_unlock(&d->lock);
+  ca_devlock_release(&d->lock);
   return NULL;
 }
 
@@ -149,7 +149,7 @@ ca_sync_token_t ca_device_sync_begin(void) {
   ca_device_t *d = ca_ready() && ca_state.be->get_device(&t.dev) == CUDA_SUCCESS ? lock_ready(t.dev) : NULL;
   if (!d) return (ca_sync_token_t){.dev = -1};
   t.seq = ca_fences_sync_begin(d);
-  pthread_mutex_unlock(&d->lock);
+  ca_devlock_release(&d->lock);
   return t;
 }
 
@@ -157,7 +157,7 @@ void ca_stream_sync_end(ca_sync_token_t t, bool ok) {
   ca_device_t *d = t.seq ? lock_ready(t.dev) : NULL;
   if (d) {
     ca_fences_sync_end(d, t.seq, ok);
-    pthread_mutex_unlock(&d->lock);
+    ca_devlock_release(&d->lock);
   }
 }
 
@@ -187,9 +187,9 @@ cudaError_t cudalloc_get_stats(int device, cudalloc_stats_t *out) {
   ca_device_t *d;
   /* a device cudalloc does not serve has stats all the same: zeros */
   if ((rc = ca_device_get(device, &d)) && rc != CUDA_ERROR_NOT_SUPPORTED) return ca_cuda_error(rc);
-  pthread_mutex_lock(&d->lock);
+  ca_devlock_take(&d->lock);
   ca_stats_snapshot(d, out);
-  pthread_mutex_unlock(&d->lock);
+  ca_devlock_release(&d->lock);
   return cudaSuccess;
 }
 
@@ -269,9 +269,9 @@ CUresult ca_mem_get_info(int dev, size_t *free_bytes, size_t *total_bytes) {
   if ((rc = ca_state.be->mem_info(dev, &free_now, &total))) return rc;
   ca_device_t *d = dev < ca_state.ndevices ? __atomic_load_n(&ca_state.devices[dev], __ATOMIC_ACQUIRE) : NULL;
   if (d) {
-    pthread_mutex_lock(&d->lock);
+    ca_devlock_take(&d->lock);
     if (d->ready) extra = reclaimable(d);
-    pthread_mutex_unlock(&d->lock);
+    ca_devlock_release(&d->lock);
   }
   free_now = free_now + extra > total ? total : free_now + extra;
   if (free_bytes) *free_bytes = free_now;

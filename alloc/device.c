@@ -111,7 +111,7 @@ static __attribute__((noinline)) CUresult device_get_slow(int ordinal, ca_device
     pthread_mutex_lock(&devices_lock);
     d = ca_state.devices[ordinal];
     if (!d && (d = calloc(1, sizeof *d))) {
-      pthread_mutex_init(&d->lock, NULL);
+      ca_devlock_init(&d->lock);
       d->ordinal = ordinal;
       __atomic_store_n(&ca_state.devices[ordinal], d, __ATOMIC_RELEASE);
     }
@@ -120,10 +120,10 @@ static __attribute__((noinline)) CUresult device_get_slow(int ordinal, ca_device
   }
   CUresult rc = CUDA_SUCCESS;
   if (!__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) {
-    pthread_mutex_lock(&d->lock);
+    ca_devlock_take(&d->lock);
     if (d->passthrough) rc = CUDA_ERROR_NOT_SUPPORTED;
     else if (!d->ready) rc = device_setup(d);
-    pthread_mutex_unlock(&d->lock);
+    ca_devlock_release(&d->lock);
   }
   *out = d;
   return rc;
@@ -156,9 +156,9 @@ static bool holds(ca_device_t *d, uintptr_t p) {
 static inline __attribute__((always_inline)) ca_device_t *lock_if_holds(ca_device_t *d, uintptr_t p) {
   if (!d || !__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) return NULL;
   if (ca_config.expandable_segments && p - d->va_base >= d->va_size) return NULL;
-  pthread_mutex_lock(&d->lock);
+  ca_devlock_take(&d->lock);
   if (holds(d, p)) return d;
-  pthread_mutex_unlock(&d->lock);
+  ca_devlock_release(&d->lock);
   return NULL;
 }
 
@@ -177,9 +177,9 @@ void ca_each_device(void (*fn)(ca_device_t *, void *), void *arg) {
   for (int i = 0; i < ca_state.ndevices; i++) {
     ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
     if (!d) continue;
-    pthread_mutex_lock(&d->lock);
+    ca_devlock_take(&d->lock);
     if (d->ready) fn(d, arg);
-    pthread_mutex_unlock(&d->lock);
+    ca_devlock_release(&d->lock);
   }
 }
 

@@ -94,8 +94,8 @@ CUresult ca_holdings_dump(int dev, FILE *f) {
   ca_device_t *d;
   CUresult rc = ca_device_get(dev, &d);
   if (rc) return rc;
-  pthread_mutex_lock(&d->lock);
+  ca_devlock_take(&d->lock);
   ca_holdings_print(d, f);
-  pthread_mutex_unlock(&d->lock);
+  ca_devlock_release(&d->lock);
   return CUDA_SUCCESS;
 }

@@ -15,6 +15,7 @@
  *   log
  *   config jemalloc_private oom_verdict
  *   debug
+ *   devlock
  *   step stackwalk symbolize pystack
  *   types
  *   streamdev
@@ -62,6 +63,7 @@
  *   tcache_lock  its lock: a plain store for the owner, membarrier for the others
  *   stamp      the thread and step each allocation stamps (the leak report's)
  *   device     devices, locks, ca_ready            stats   derived statistics
+ *   devlock    the device lock: a futex mutex, its uncontended take and release inline
  *   legacyq    cudaFree'd blocks in the legacy stream's queue while no other stream is used
  *   pinned_chunks  the pinned arena's extent hooks and chunks
  *   pinned     pinned host memory (cudaHostAlloc): blocks, copies in flight
@@ -96,6 +98,7 @@
 #include "creep.h"
 #include "demand.h"
 #include "device.h"
+#include "devlock.h"
 #include "entry.h"
 #include "env.h"
 #include "fence.h"

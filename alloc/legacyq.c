@@ -119,18 +119,18 @@ void ca_legacyq_end(void) {
   for (int i = 0; i < ca_state.ndevices; i++) {
     ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
     if (!d) continue;
-    pthread_mutex_lock(&d->lock);
+    ca_devlock_take(&d->lock);
     bool ready = d->ready;
     uint64_t token = ready ? end_begin(d) : 0;   /* 0: nothing open to file */
-    pthread_mutex_unlock(&d->lock);
+    ca_devlock_release(&d->lock);
     /* even with no queue to file: the live blocks cudaMalloc took from the
      * legacy queue need it. Never during a capture, which it would break. */
     if (!ready || __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0) continue;
     bool ok = CA_CALL(d, backend_sync, ca_state.be->device_sync(d->ordinal)) == CUDA_SUCCESS;
     if (!token) continue;
-    pthread_mutex_lock(&d->lock);
+    ca_devlock_take(&d->lock);
     if (d->ready) ca_fences_sync_end(d, token, ok);
-    pthread_mutex_unlock(&d->lock);
+    ca_devlock_release(&d->lock);
   }
 }
 

@@ -120,7 +120,7 @@ static void drop_devices(bool call_backend) {
     if (!d) continue;
     if (call_backend) {
       settle_then_teardown(d);
-      pthread_mutex_destroy(&d->lock);
+      ca_devlock_destroy(&d->lock);
       free(d);
     }
     ca_state.devices[i] = NULL;
@@ -223,9 +223,9 @@ CUresult ca_device_reset(int dev) {
   ca_device_t *d = __atomic_load_n(&ca_state.devices[dev], __ATOMIC_ACQUIRE);
   ca_streamdev_forget();   /* the device's streams are gone with it */
   if (!d) return CUDA_SUCCESS;
-  pthread_mutex_lock(&d->lock);
+  ca_devlock_take(&d->lock);
   if (d->ready) settle_then_teardown(d);
-  pthread_mutex_unlock(&d->lock);
+  ca_devlock_release(&d->lock);
   return CUDA_SUCCESS;
 }
 
@@ -244,9 +244,9 @@ CUresult ca_stream_created(ca_stream_t stream, bool nonblocking) {
   if (rc == CUDA_ERROR_INVALID_HANDLE || rc == CUDA_ERROR_NOT_SUPPORTED) return rc;
   if (!nonblocking) return CUDA_SUCCESS;   /* the legacy stream's event covers it */
   if (rc == CUDA_SUCCESS && ca_device_get(dev, &d) == CUDA_SUCCESS) {
-    pthread_mutex_lock(&d->lock);
+    ca_devlock_take(&d->lock);
     ca_stream_register_on(d, stream);
-    pthread_mutex_unlock(&d->lock);
+    ca_devlock_release(&d->lock);
   } else {
     ca_stream_defer(stream);   /* a transient failure: learned at a later fence */
   }
@@ -313,11 +313,11 @@ CUresult ca_peer_access_enabled(int dev, int peer) {
   if (dev < 0 || dev >= ca_state.ndevices || dev == peer) return CUDA_ERROR_INVALID_DEVICE;
   if ((rc = ca_device_get(peer, &d))) return rc;
   ca_legacyq_end();   /* dev's kernels on peer's memory are not in peer's legacy FIFO */
-  pthread_mutex_lock(&d->lock);
+  ca_devlock_take(&d->lock);
   bool known = d->peers >> dev & 1;
   d->peers |= 1ull << dev;   /* later maps grant it, even if a grant below fails */
   if (!known && d->ready) rc = ca_grant_peer(d, dev);
-  pthread_mutex_unlock(&d->lock);
+  ca_devlock_release(&d->lock);
   if (rc) ca_log("device %d: cannot grant device %d access to the memory mapped so far (error %d)", peer, dev, (int)rc);
   return rc;
 }

@@ -726,11 +726,11 @@ static void thread_exit(void *arg) {
   for (int i = 0; !exited && i < CA_MAX_DEVICES; i++) {
     ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
     if (!d) continue;
-    pthread_mutex_lock(&d->lock);
+    ca_devlock_take(&d->lock);
     hold(c);
     if (d->ready) flush_cache(d, c, NULL, true);
     unhold(c);
-    pthread_mutex_unlock(&d->lock);
+    ca_devlock_release(&d->lock);
   }
   pthread_mutex_lock(&registry.lock);
   if (c->prev) c->prev->next = c->next;

@@ -22,6 +22,7 @@
 #include "config.h"
 #include "cudalloc.h"
 #include "debug.h"
+#include "devlock.h"
 
 #define CA_MIN_BLOCK 512u                 /* every block size is a multiple */
 #define CA_SMALL_REQUEST (1u << 20)       /* requests up to this go to the small pool */
@@ -181,7 +182,7 @@ struct ca_queue_s {
 };
 
 struct ca_device_s {
-  pthread_mutex_t lock;
+  ca_devlock_t lock;            /* devlock.h */
   int ordinal;
   bool ready;                   /* pools set up */
   bool passthrough;             /* cudalloc cannot serve it (no VMM, no reservation) */

@@ -83,10 +83,10 @@ static inline cudalloc_stats_t stats0(void) {
  * (cudalloc_step seals only cudaFree's queue, the epoch). */
 static inline void seal_and_poll(void) {
   ca_device_t *d = dev0();
-  pthread_mutex_lock(&d->lock);
+  ca_devlock_take(&d->lock);
   ca_fences_seal(d);
   ca_fences_poll(d);
-  pthread_mutex_unlock(&d->lock);
+  ca_devlock_release(&d->lock);
 }
 
 /* A non-blocking stream of device 1 made while device 0 is current, as

@@ -15,9 +15,9 @@ TestSuite(core_merge, .init = sim_only, .fini = core_fini);
  * without looking at what completed. */
 static void seal_only(void) {
   ca_device_t *d = dev0();
-  pthread_mutex_lock(&d->lock);
+  ca_devlock_take(&d->lock);
   ca_fences_seal(d);
-  pthread_mutex_unlock(&d->lock);
+  ca_devlock_release(&d->lock);
 }
 
 static void *alloc_on(size_t size, ca_stream_t s) {

@@ -27,11 +27,11 @@ static void release(void *p) { cr_assert_eq(ca_free_sync(p), CUDA_SUCCESS); }
 static ca_peak_t peak_of(ca_peak_kind_t k, ca_site_live_t *out, size_t cap) {
   ca_device_t *d = dev0();
   ca_peak_t p;
-  pthread_mutex_lock(&d->lock);
+  ca_devlock_take(&d->lock);
   bool any = ca_peak_get(d, k, &p);
   size_t n = p.nsites < cap ? p.nsites : cap;
   if (any) memcpy(out, p.sites, n * sizeof *out);
-  pthread_mutex_unlock(&d->lock);
+  ca_devlock_release(&d->lock);
   cr_assert(any, "no peak recorded");
   p.sites = out;
   return p;

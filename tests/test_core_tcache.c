@@ -203,11 +203,11 @@ Test(core_tcache, a_site_gives_back_the_requested_bytes_it_counted) {
   free_on(p, a);
   cr_assert_eq(cudalloc_empty_cache(), cudaSuccess);   /* the flush gives the block back to the core */
   ca_device_t *d = dev0();
-  pthread_mutex_lock(&d->lock);
+  ca_devlock_take(&d->lock);
   const ca_sitelive_t *t = ca_sitelive_of(d);
   int64_t requested = t->lost.requested, count = t->lost.count;
   for (size_t i = 0; i < t->cap; i++) requested += t->slots[i].requested, count += t->slots[i].count;
-  pthread_mutex_unlock(&d->lock);
+  ca_devlock_release(&d->lock);
   cr_assert_eq(count, 0, "no block is live");
   cr_assert_eq(requested, 0, "the sites still say %lld bytes requested", (long long)requested);
   CHECK_CONSISTENT();
