@@ -3,21 +3,22 @@
  * the test-only switch that breaks it: devlock_no_exclusion (a take always
  * gets in: updates are lost), devlock_no_wake (a release never wakes a
  * sleeper: the waiters are still asleep when the bound runs out, and the
- * twin wakes them itself, so that nothing hangs).
+ * twin wakes them itself, so that nothing hangs). And a fork child gets a
+ * free device lock while another thread of the parent holds its own.
  *
  * CA_DEVLOCK_BARE: no ThreadSanitizer mutex annotations in this file, so
  * that under make test-tsan TSan checks the lock's own atomics (the plain
  * counter below is a data race unless the take acquires what the last
  * release released). */
 #define CA_DEVLOCK_BARE
-#include <criterion/criterion.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "debug.h"
-#include "devlock.h"
+#include "core_testing.h"
 
 TestSuite(core_devlock);
 
@@ -172,4 +173,68 @@ Test(core_devlock, a_release_that_does_not_wake_leaves_the_waiters_asleep) {
   }
   cr_assert_eq(done(&w), WAITERS, "woken by hand within %d ms", WAIT_BOUND_MS);
   for (int i = 0; i < WAITERS; i++) pthread_join(t[i], NULL);
+}
+
+// ----------------------------------------------------------------------------
+// Fork: a child gets devices whose locks are free, whoever held the parent's
+// ----------------------------------------------------------------------------
+
+typedef struct {
+  ca_device_t *d;
+  int held, let_go;
+} holder_t;
+
+static void *hold_device(void *arg) {
+  holder_t *h = arg;
+  ca_devlock_take(&h->d->lock);
+  __atomic_store_n(&h->held, 1, __ATOMIC_RELEASE);
+  while (!__atomic_load_n(&h->let_go, __ATOMIC_ACQUIRE)) sleep_ms(1);
+  ca_devlock_release(&h->d->lock);
+  return NULL;
+}
+
+/* Forks while another thread holds device 0's lock; the child runs the
+ * core's fork handler (as the shim's pthread_atfork does) when
+ * run_handler, then allocates and frees on the device, under an alarm
+ * that ends it if it hangs. Returns the child's status. */
+static int child_status_with_the_lock_held(bool run_handler) {
+  SKIP_ON_CUDA("a CUDA context does not survive fork()");
+  core_start(NULL);
+  ca_device_t *d;
+  cr_assert_eq(ca_device_get(0, &d), CUDA_SUCCESS);
+  holder_t h = {.d = d};
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, hold_device, &h), 0);
+  while (!__atomic_load_n(&h.held, __ATOMIC_ACQUIRE)) sleep_ms(1);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    alarm(5);
+    if (run_handler) {
+      ca_fork_child();
+      if (cudalloc_init("backend:sim") != cudaSuccess) _exit(3);
+    }
+    void *p;
+    if (cudalloc_malloc(&p, 1 << 20, 0) != cudaSuccess || cudalloc_free(p, 0) != cudaSuccess) _exit(4);
+    _exit(0);
+  }
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  __atomic_store_n(&h.let_go, 1, __ATOMIC_RELEASE);
+  pthread_join(t, NULL);
+  core_fini();
+  return status;
+}
+
+Test(core_devlock, a_fork_child_allocates_while_the_parent_held_the_lock) {
+  int status = child_status_with_the_lock_held(true);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child allocated and freed (status %d)", status);
+}
+
+/* The bound above works: a child that keeps the parent's device (no fork
+ * handler) waits on the lock the parent's other thread held, and the alarm
+ * ends it. */
+Test(core_devlock, a_child_that_keeps_the_parents_device_hangs_on_its_lock) {
+  int status = child_status_with_the_lock_held(false);
+  cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM, "the child hung until its alarm (status %d)", status);
 }
