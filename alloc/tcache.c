@@ -221,6 +221,7 @@ static ca_tcache_t *my_cache(void) {
   ca_tclock_init();   /* before the first cache: the locks' mode */
   if (!registry.key_ok || !(c = calloc(1, sizeof *c))) return NULL;
   c->room[1] = SIZE_MAX;   /* the cap, at the first claim */
+  c->last = &c->lists[0];   /* zeroed: no stream's (list_of needs no NULL test) */
   pthread_mutex_lock(&registry.lock);
   c->gen = registry.gen;
   c->next = registry.caches;
@@ -260,18 +261,21 @@ HOT void hold_block(ca_tcache_t *c, ca_block_t *b, int dev) {
   *slot = (held_t){b->addr | (uintptr_t)dev, b};
 }
 
+/* An entry of (s, dev), in use or not: its owner is ca_stream_owner(s)'s
+ * for this thread whenever it was claimed, and a normalized stream is never
+ * NULL, so a zeroed entry names none (nor does the one c->last starts at). */
 HOT bool same_list(const tc_list_t *l, ca_stream_t s, int dev) {
-  return l->blocks && l->stream == s && l->dev == dev;
+  return l->stream == s && l->dev == dev;
 }
 
 /* The lists of (s, dev); with room, a free entry claimed for them. */
 HOT tc_list_t *list_of(ca_tcache_t *c, ca_stream_t s, int dev, bool room) {
-  if (c->last && same_list(c->last, s, dev)) return c->last;   /* one stream's pairs: no hash */
+  if (same_list(c->last, s, dev)) return c->last;   /* one stream's pairs: no hash */
   unsigned w = way_of(s, dev);
   tc_list_t *a = &c->lists[w], *b = &c->lists[w ^ 1];
   if (same_list(a, s, dev)) return c->last = a;
   if (same_list(b, s, dev)) return c->last = b;
-  if (!room) return NULL;
+  if (!room) return NULL;   /* an empty entry of another stream: claimed again below */
   tc_list_t *l = !a->blocks ? a : !b->blocks ? b : NULL;
   if (l) {
     l->stream = s;
@@ -328,9 +332,9 @@ HOT CUresult stream_device(ca_tcache_t *c, ca_stream_t stream, int *dev) {
  * once the process exits (the core answers then). thread_cache_kb:0 is
  * tested where a block is claimed (ca_tcache_claim): no block is then
  * held or cached, and the hits and frees find none. */
-HOT bool usable(void) {
-  return __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) == 0 && !ca_trace_on() &&
-         !__atomic_load_n(&ca_state.exited, __ATOMIC_ACQUIRE);
+HOT bool usable(void) {   /* one test of the three (no branch each: each is nearly always clear) */
+  return !((unsigned)__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) | (unsigned)ca_trace_on() |
+           (unsigned)__atomic_load_n(&ca_state.exited, __ATOMIC_ACQUIRE));
 }
 
 /* A small block's class: its size exactly. */
@@ -372,8 +376,7 @@ HOT ca_block_t *take_at(tc_list_t *l, unsigned cls, void *site, size_t need) {
   for (int k = 0; *at && k < CA_TCACHE_SITE_LOOK; at = &(*at)->tc_next, k++) {
     ca_block_t *b = *at;
     if (b->site != site || b->size < need) continue;
-    *at = b->tc_next;
-    b->tc_next = NULL;
+    *at = b->tc_next;   /* tc_next is read only while b is cached: left as it is */
     l->blocks--;
     return b;
   }
