@@ -116,6 +116,7 @@ _Static_assert(CA_MAX_DEVICES <= CA_MIN_BLOCK, "a held entry keeps the device in
 typedef struct ca_tcache_s {
   ca_tclock_t lock;             /* a try-lock, cheap for the owner (tcache_lock.h) */
   unsigned gen;                 /* the registry's generation it belongs to */
+  uint32_t tid;                 /* its thread's id, for the leak stamp of its hits */
   struct ca_tcache_s *prev, *next;
   size_t bytes[2];              /* cached, all devices: small blocks, large ones (each against its cap) */
   tc_list_t *last;              /* the list of the last hit or cached free: tried first */
@@ -221,6 +222,7 @@ static ca_tcache_t *my_cache(void) {
   ca_tclock_init();   /* before the first cache: the locks' mode */
   if (!registry.key_ok || !(c = calloc(1, sizeof *c))) return NULL;
   c->room[1] = SIZE_MAX;   /* the cap, at the first claim */
+  c->tid = ca_stamp_my_tid();   /* a fork child's thread makes a cache of its own */
   c->last = &c->lists[0];   /* zeroed: no stream's (list_of needs no NULL test) */
   pthread_mutex_lock(&registry.lock);
   c->gen = registry.gen;
@@ -449,7 +451,7 @@ bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *s
                   : cacheable_large(size)    ? tcache_malloc_large(c, dev, size, stream, site)
                                              : NULL;
   if (!b) return false;
-  ca_leaks_stamp(b);   /* the cache held over the hooks: a reader holding the caches sees them done */
+  ca_leaks_stamp_as(b, c->tid);   /* the cache held over the hooks: a reader holding the caches sees them done */
   ca_tcache_on_handout(b->seg->pool->dev, b, true);
   unhold(c);
   if (ca_state.be->check_handout) ca_state.be->check_handout(b->addr, size, b->stream, true, caller);
