@@ -153,7 +153,10 @@ static __thread ca_tcache_t *mine;
 
 #define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 #define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-HOT void bump(int64_t *c, int64_t delta) { STORE(c, __atomic_load_n(c, __ATOMIC_RELAXED) + delta); }
+/* A count's only writer is the cache's holder (its owner, or a flusher
+ * holding it): a plain read of the old value, which lets the compiler add
+ * from memory, and a release store for the readers. */
+HOT void bump(int64_t *c, int64_t delta) { STORE(c, *c + delta); }
 
 /* n's derived figures; the hits are loaded before the frees. */
 static tc_held_t held_of(tc_counts_t *n) {
