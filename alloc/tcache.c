@@ -222,8 +222,8 @@ static ca_tcache_t *my_cache(void) {
   ca_tcache_t *c = mine;
   if (c && c->gen == __atomic_load_n(&registry.gen, __ATOMIC_ACQUIRE)) return c;
   pthread_once(&key_once, make_key);
-  ca_tclock_init();   /* before the first cache: the locks' mode */
   if (!registry.key_ok || !(c = calloc(1, sizeof *c))) return NULL;
+  ca_tclock_make(&c->lock);   /* in the locks' mode, chosen at the first */
   c->room[1] = SIZE_MAX;   /* the cap, at the first claim */
   c->tid = ca_stamp_my_tid();   /* a fork child's thread makes a cache of its own */
   c->last = &c->lists[0];   /* zeroed: no stream's (list_of needs no NULL test) */

@@ -27,25 +27,45 @@ void ca_tclock_init(void) {
   pthread_once(&once, choose);
 }
 
+static bool asymmetric(void) { return __atomic_load_n(&ca_tclock_asymmetric, __ATOMIC_RELAXED); }
+
+void ca_tclock_make(ca_tclock_t *l) {
+  ca_tclock_init();
+  __atomic_store_n(&l->busy, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&l->stop, asymmetric() ? 0 : CA_TCLOCK_FENCED, __ATOMIC_RELEASE);
+}
+
+/* Without membarrier: Dekker's exclusion with a full fence on each side
+ * (the owner's busy store before its fence, the other's stop store before
+ * its own: one of them sees the other's). */
+bool ca_tclock_try_stopped(ca_tclock_t *l) {
+  if (__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE) == CA_TCLOCK_FENCED) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (!(__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE) & CA_TCLOCK_CLAIMED)) return true;
+  }
+  __atomic_store_n(&l->busy, 0, __ATOMIC_RELEASE);
+  return false;
+}
+
 void ca_tclock_hold(ca_tclock_t *l) {
   while (!ca_tclock_try(l)) sched_yield();   /* its other holder holds it for a flush */
 }
 
-static bool asymmetric(void) { return __atomic_load_n(&ca_tclock_asymmetric, __ATOMIC_RELAXED); }
-
+/* Only one other thread at a time writes stop (the registry lock orders them). */
 void ca_tclock_claim(ca_tclock_t *l) {
-  if (!asymmetric()) {
-    while (__atomic_exchange_n(&l->busy, 1, __ATOMIC_ACQUIRE)) sched_yield();   /* held a few instructions */
-    return;
-  }
-  __atomic_store_n(&l->stop, 1, __ATOMIC_SEQ_CST);
+  int stop = __atomic_load_n(&l->stop, __ATOMIC_RELAXED);
+  __atomic_store_n(&l->stop, stop | CA_TCLOCK_CLAIMED, __ATOMIC_SEQ_CST);
 }
 
 /* After it, every owner either has its busy store visible here, or will
  * see stop. Registered at init, the command cannot fail but for a kernel
  * bug: then no owner can be trusted to have fenced, and nothing is safe. */
 void ca_tclock_barrier(bool others) {
-  if (!asymmetric() || !others || CA_DEBUG(tclock_no_membarrier)) return;
+  if (!others || CA_DEBUG(tclock_no_membarrier)) return;
+  if (!asymmetric()) {
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);   /* the owners fence too (ca_tclock_try_stopped) */
+    return;
+  }
   if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0) {
     ca_log("membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after it was registered: aborting");
     abort();
@@ -53,11 +73,10 @@ void ca_tclock_barrier(bool others) {
 }
 
 void ca_tclock_await(ca_tclock_t *l) {
-  if (!asymmetric()) return;   /* the claim took it */
   while (__atomic_load_n(&l->busy, __ATOMIC_ACQUIRE)) sched_yield();   /* its owner leaves in a few instructions */
 }
 
 void ca_tclock_release_other(ca_tclock_t *l) {
-  if (!asymmetric()) __atomic_store_n(&l->busy, 0, __ATOMIC_RELEASE);
-  else __atomic_store_n(&l->stop, 0, __ATOMIC_RELEASE);
+  int stop = __atomic_load_n(&l->stop, __ATOMIC_RELAXED);
+  __atomic_store_n(&l->stop, stop & ~CA_TCLOCK_CLAIMED, __ATOMIC_RELEASE);
 }

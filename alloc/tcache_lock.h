@@ -11,12 +11,14 @@
  * after its store, and then the other thread sees busy and waits for the
  * owner to leave; or before its load, and then the owner sees stop and
  * stays out (Dekker's exclusion, the owner's fence paid by the rare side).
- * Where membarrier is not available (an old kernel, valgrind), both sides
- * exchange busy instead: a locked instruction on each of the owner's takes.
+ * Where membarrier is not available (an old kernel), each side fences
+ * instead: the lock's stop word then says so for good (FENCED), so that the
+ * owner's one test of stop sends it to the fenced take; the owner never
+ * tests the mode itself.
  *
  * Other threads must not take one lock at once (the registry lock orders
- * them). The mode is chosen before the first cache exists and never
- * changes. */
+ * them). The mode is chosen before the first lock is made (ca_tclock_make)
+ * and never changes. */
 #ifndef CUDALLOC_TCACHE_LOCK_H
 #define CUDALLOC_TCACHE_LOCK_H
 
@@ -26,25 +28,28 @@
 #include "debug.h"
 
 typedef struct ca_tclock_s {
-  int busy;   /* the owner is inside (exchange mode: anyone is) */
-  int stop;   /* another thread holds it, or is about to (asymmetric mode) */
+  int busy;   /* the owner is inside, or about to look at stop */
+  int stop;   /* CA_TCLOCK_CLAIMED: another thread holds it, or is about to; | CA_TCLOCK_FENCED: no membarrier */
 } ca_tclock_t;
+#define CA_TCLOCK_CLAIMED 1
+#define CA_TCLOCK_FENCED 2
 
 /* True once membarrier is registered: the asymmetric mode. */
 extern bool ca_tclock_asymmetric;
 
-/* Chooses the mode (once; before the first lock is used). */
+/* Chooses the mode (once; before the first lock is made). */
 void ca_tclock_init(void);
+/* A new lock, free, in the process's mode (chosen here if it was not yet). */
+void ca_tclock_make(ca_tclock_t *l);
 
+/* The owner's try once stop is not clear (tcache_lock.c). */
+bool ca_tclock_try_stopped(ca_tclock_t *l);
 /* The owner's try: true when it holds the lock. Never waits. */
 static inline bool ca_tclock_try(ca_tclock_t *l) {
-  if (!__atomic_load_n(&ca_tclock_asymmetric, __ATOMIC_RELAXED))
-    return !__atomic_exchange_n(&l->busy, 1, __ATOMIC_ACQUIRE);
   __atomic_store_n(&l->busy, 1, __ATOMIC_RELAXED);
   __atomic_signal_fence(__ATOMIC_SEQ_CST);   /* the store stays before the load: the CPU's order is membarrier's */
   if (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE) || CA_DEBUG(tclock_owner_ignores_stop)) return true;
-  __atomic_store_n(&l->busy, 0, __ATOMIC_RELEASE);
-  return false;
+  return ca_tclock_try_stopped(l);
 }
 /* The owner's blocking take (it waits for another thread to let go). */
 void ca_tclock_hold(ca_tclock_t *l);
