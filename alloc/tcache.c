@@ -95,7 +95,9 @@ typedef struct tc_counts_s {
   /* What the cache held at the last fold, less what flushes gave back since
    * (written with the device locked and the cache held). */
   int64_t bytes, requested, blocks;
+  int64_t pad[6];               /* 128 bytes: a device's counts are found by a shift */
 } tc_counts_t;
+_Static_assert(sizeof(tc_counts_t) == 128, "a device's counts are found by a shift");
 
 /* What the cache holds, what hits changed the requested sizes of live
  * blocks by: derived from the counts. */
@@ -489,18 +491,17 @@ void ca_tcache_remember(ca_block_t *b) {
   unhold(c);
 }
 
-/* The block at p, if the program holds it from this thread, and its
- * device. A stale entry goes; a held one stays, stale once its block is
- * cached (b->tc), so that the hit that hands the block out again finds its
- * own slot first. */
-HOT ca_block_t *held_block(ca_tcache_t *c, uintptr_t p, int *dev) {
+/* The entry of the block at p, if the thread was handed one there, and
+ * its device; whether the program still holds it from this thread is b->tc's
+ * to say (ca_tcache_give's claim). An entry stays while its block is
+ * cached, stale then (b->tc), so that the hit that hands the block out
+ * again finds its own slot first. */
+HOT held_t *held_entry(ca_tcache_t *c, uintptr_t p, int *dev) {
   held_t *set = held_set(c, p);
   for (int w = 0; w < CA_TCACHE_HELD_WAYS; w++) {
     if ((set[w].addr & ~HELD_DEV) != p) continue;
     *dev = (int)(set[w].addr & HELD_DEV);
-    if (!stale(c, &set[w])) return set[w].b;
-    set[w].addr = 0;
-    return NULL;
+    return &set[w];
   }
   return NULL;
 }
@@ -511,16 +512,21 @@ bool ca_tcache_give(void *ptr, ca_stream_t stream) {
   ca_stream_t s = ca_stream_normal(stream);
   if (!ptr || !c || !usable() || stream_device(c, stream, &dev) || !try_hold(c)) return false;
   stream = s;
-  ca_block_t *b = held_block(c, (uintptr_t)ptr, &bdev);
+  held_t *h = held_entry(c, (uintptr_t)ptr, &bdev);
+  ca_block_t *b = h ? h->b : NULL;
   tc_list_t *l = NULL;
   uintptr_t want = (uintptr_t)c;
   /* Marked first: from then on no core free takes the struct, and its
-   * fields can be read (before, they may be another block's). The mark is
-   * not "cached": the struct may be the thread's block at another address
-   * now (a split's rest keeps its struct), whose core free by another
-   * thread must wait, not be refused as a double free (ca_tcache_disown). */
-  if (b && !__atomic_compare_exchange_n(&b->tc, &want, want | EXAMINED, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+   * fields can be read (before, they may be another block's: only b->tc may
+   * be touched). The mark is not "cached": the struct may be the thread's
+   * block at another address now (a split's rest keeps its struct), whose
+   * core free by another thread must wait, not be refused as a double free
+   * (ca_tcache_disown). A failed mark is a stale entry (the block freed
+   * through the core, or cached already): it goes. */
+  if (b && !__atomic_compare_exchange_n(&b->tc, &want, want | EXAMINED, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    h->addr = 0;
     b = NULL;
+  }
   bool at_ptr = b && b->addr == (uintptr_t)ptr;   /* not a struct the thread holds for another block now */
   bool large = at_ptr && b->size > CA_TCACHE_MAX_SIZE;
   bool room = at_ptr && c->bytes[large] + b->size <= c->room[large];
