@@ -12,9 +12,9 @@
  * owner to leave; or before its load, and then the owner sees stop and
  * stays out (Dekker's exclusion, the owner's fence paid by the rare side).
  * Where membarrier is not available (an old kernel), each side fences
- * instead: the lock's stop word then says so for good (FENCED), so that the
- * owner's one test of stop sends it to the fenced take; the owner never
- * tests the mode itself.
+ * instead (a sequentially consistent read-modify-write): the lock's stop
+ * word then says so for good (FENCED), so that the owner's one test of stop
+ * sends it to the fenced take; the owner never tests the mode itself.
  *
  * Other threads must not take one lock at once (the registry lock orders
  * them). The mode is chosen before the first lock is made (ca_tclock_make)
