@@ -491,29 +491,35 @@ void ca_tcache_remember(ca_block_t *b) {
   unhold(c);
 }
 
-/* The entry of the block at p, if the thread was handed one there, and
- * its device; whether the program still holds it from this thread is b->tc's
- * to say (ca_tcache_give's claim). An entry stays while its block is
- * cached, stale then (b->tc), so that the hit that hands the block out
- * again finds its own slot first. */
-HOT held_t *held_entry(ca_tcache_t *c, uintptr_t p, int *dev) {
+/* The entry of the block at p, if the thread was handed one there;
+ * whether the program still holds it from this thread is b->tc's to say
+ * (ca_tcache_give's claim). An entry stays while its block is cached,
+ * stale then (b->tc), so that the hit that hands the block out again finds
+ * its own slot first. Looked up before the cache is held: the owner alone
+ * adds entries, so a miss here is a miss (a flusher only clears them: relaxed
+ * loads against its relaxed stores); a free the cache cannot take (a large
+ * block, another thread's) leaves before anything else. A hit is tested
+ * again once held. */
+HOT held_t *held_unheld(ca_tcache_t *c, uintptr_t p, uintptr_t *addr) {
   held_t *set = held_set(c, p);
-  for (int w = 0; w < CA_TCACHE_HELD_WAYS; w++) {
-    if ((set[w].addr & ~HELD_DEV) != p) continue;
-    *dev = (int)(set[w].addr & HELD_DEV);
-    return &set[w];
-  }
+  for (int w = 0; w < CA_TCACHE_HELD_WAYS; w++)
+    if (((*addr = __atomic_load_n(&set[w].addr, __ATOMIC_RELAXED)) & ~HELD_DEV) == p) return &set[w];
   return NULL;
 }
 
 bool ca_tcache_give(void *ptr, ca_stream_t stream) {
   ca_tcache_t *c = mine;
-  int dev, bdev = -1;
+  int dev;
+  held_t *h;
+  uintptr_t addr;
+  if (!ptr || !c || !(h = held_unheld(c, (uintptr_t)ptr, &addr))) return false;
   ca_stream_t s = ca_stream_normal(stream);
-  if (!ptr || !c || !usable() || stream_device(c, stream, &dev) || !try_hold(c)) return false;
+  if (!usable() || stream_device(c, stream, &dev) || !try_hold(c)) return false;
   stream = s;
-  held_t *h = held_entry(c, (uintptr_t)ptr, &bdev);
-  ca_block_t *b = h ? h->b : NULL;
+  /* Still there once held (a flusher's clear may have come between: its
+   * block's struct may be gone then). */
+  ca_block_t *b = h->addr == addr ? h->b : NULL;
+  int bdev = (int)(addr & HELD_DEV);
   tc_list_t *l = NULL;
   uintptr_t want = (uintptr_t)c;
   /* Marked first: from then on no core free takes the struct, and its
@@ -634,7 +640,9 @@ static size_t flush_cache(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bo
   /* d's block structs are about to be freed: the thread forgets what it
    * holds on every device (whose entries it cannot tell apart without
    * reading blocks of devices not locked); those frees go to the core. */
-  if (forget) memset(c->held, 0, sizeof c->held);
+  if (forget)   /* relaxed stores: the owner's held_unheld reads them unheld */
+    for (size_t i = 0; i < CA_TCACHE_HELD; i++)
+      for (int w = 0; w < CA_TCACHE_HELD_WAYS; w++) __atomic_store_n(&c->held[i][w].addr, 0, __ATOMIC_RELAXED);
   return bytes;
 }
 
