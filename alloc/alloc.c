@@ -327,11 +327,14 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
 /* Both frees tell legacyq.c the stream and thread first (before any lock:
  * that may end its mode), the front cache's frees too. Inlined into both
  * entry points of a stream-ordered free. */
+/* Out of line and cold, so that the calm path's layout holds; the mode's
+ * owner on its legacy stream (what it has seen already) calls no further. */
+static __attribute__((noinline, cold)) void free_stirred(ca_stream_t stream) {
+  ca_demand_poll();
+  if (!ca_legacyq_is_over() && !ca_legacyq_owners_own(stream)) ca_legacyq_saw_slow(stream);
+}
 static inline __attribute__((always_inline)) CUresult free_front(void *ptr, ca_stream_t stream) {
-  if (__builtin_expect(!ca_calm(), 0)) {   /* calm: no report asked, legacyq's mode over */
-    ca_demand_poll();
-    ca_legacyq_saw(stream);
-  }
+  if (__builtin_expect(!ca_calm(), 0)) free_stirred(stream);   /* calm: no report asked, legacyq's mode over */
   if (ca_tcache_give(ptr, stream)) return CUDA_SUCCESS;   /* the thread's front cache: no lock */
   return free_block(ptr, stream, false);
 }
