@@ -294,8 +294,11 @@ void ca_capture_end(void) {
   if (n == 1) ca_each_device(release_held, NULL);
 }
 
-bool ca_stream_capturing(ca_stream_t stream) {
-  if (__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) <= 0 || !ca_ready()) return false;
+int *const ca_capture_count = &ca_state.captures;
+
+/* ca_stream_capturing's call once a capture is underway. */
+bool ca_stream_capturing_asked(ca_stream_t stream) {
+  if (!ca_ready()) return false;
   int c = 0;
   /* An error (the legacy stream while a blocking stream captures) means
    * the driver must decide: treat it as capturing. */

@@ -115,9 +115,14 @@ void ca_streams_all_seen(void);
 void ca_capture_begin(void);
 void ca_capture_end(void);
 /* true when stream is being captured into a graph (allocations on it must
- * then reach the driver as graph memory nodes). Cheap while no capture is
- * underway: the core counts them. */
-bool ca_stream_capturing(ca_stream_t stream);
+ * then reach the driver as graph memory nodes). While no capture is
+ * underway (the core counts them) a load and a compare, inline: no call on
+ * each cudaMallocAsync. */
+bool ca_stream_capturing_asked(ca_stream_t stream);
+extern int *const ca_capture_count;   /* the core's count; const: the link-time optimizer folds it */
+static inline bool ca_stream_capturing(ca_stream_t stream) {
+  return __atomic_load_n(ca_capture_count, __ATOMIC_ACQUIRE) > 0 && ca_stream_capturing_asked(stream);
+}
 
 /* Device dev may now access peer's memory (cudaDeviceEnablePeerAccess on
  * dev): every range of peer's mapped so far, and every later one, is
