@@ -15,8 +15,12 @@
  * acquires and the release releases, which is what ThreadSanitizer needs to
  * see the critical sections ordered; the core's TSan build also tells it
  * that this is a mutex, so that it keeps checking lock order as it did for
- * the pthread mutex. A fork child never touches
- * the parent's devices (lifecycle.c), so no fork handler is needed. */
+ * the pthread mutex. The lock itself has no fork handler: the core's
+ * (ca_fork_child, lifecycle.c, run by the shim's pthread_atfork) gives a
+ * fork child fresh devices, whose zeroed lock is free. A program linked
+ * with the archive that forks without calling it keeps the parent's
+ * devices, and a lock another thread held at the fork stays held in the
+ * child, as a pthread mutex's would (test_core_devlock's fork twins). */
 #ifndef CUDALLOC_DEVLOCK_H
 #define CUDALLOC_DEVLOCK_H
 

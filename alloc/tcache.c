@@ -227,7 +227,7 @@ static ca_tcache_t *my_cache(void) {
   if (!registry.key_ok || !(c = calloc(1, sizeof *c))) return NULL;
   ca_tclock_make(&c->lock);   /* in the locks' mode, chosen at the first */
   c->room[1] = SIZE_MAX;   /* the cap, at the first claim */
-  c->tid = ca_stamp_my_tid();   /* a fork child's thread makes a cache of its own */
+  c->tid = ca_stamp_my_tid();   /* kept: after the core's fork handler a child's thread makes a cache of its own */
   c->last = &c->lists[0];   /* zeroed: no stream's (list_of needs no NULL test) */
   pthread_mutex_lock(&registry.lock);
   c->gen = registry.gen;

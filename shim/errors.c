@@ -16,7 +16,6 @@ cudaError_t ca_rt_error(cudaError_t err) {
   return err;
 }
 
-
 /* The real runtime's error (of the runtime caller reaches): reset with it,
  * or peeked at. */
 static cudaError_t real_error(bool reset, const void *caller) {
