@@ -266,6 +266,21 @@ Test(preload, a_programs_own_context_is_passed_through) {
   shim_assert_ok(shim_prog("own_context", fake_driver(), "backend:cuda,quiet:true"), "own_context");
 }
 
+/* The re-entry guard (shim/guard.h): the fake driver, inside a
+ * cuMemGetAddressRange_v2 that cudalloc passed through, allocates through
+ * the cuMemAlloc that cuGetProcAddress handed out (cudalloc's), as the
+ * runtime calls back into the driver. With the guard broken (ca_guard_enter's
+ * `outer` forced to true) the core served that inner call and the program
+ * failed with "reentry.c:45: check failed: *inner == FAKE_PTR". */
+Test(preload, a_call_back_from_a_passed_through_call_reaches_the_driver) {
+  char env[1024], pre[512], cmd[1024];
+  shim_preload(pre, sizeof pre);
+  snprintf(env, sizeof env, "%sLD_PRELOAD='%s' CUDALLOC_CONF='backend:cuda,quiet:true'",
+           shim_san_env(), pre);
+  snprintf(cmd, sizeof cmd, "%s/progs/reentry %s", shim_build(), fake_driver());
+  shim_assert_ok(shim_sh(env, cmd), "reentry");
+}
+
 Test(preload, dlsym_of_glibc_2_2_5) {
   char cmd[512];
   snprintf(cmd, sizeof cmd, "objdump -T %s/progs/dlsym_old", shim_build());

@@ -39,6 +39,9 @@
  *   FAKE_CUDA_INIT_DELAY_MS=n cuInit takes n milliseconds (a caller holds
  *                             its locks that long)
  *   FAKE_CUDA_NO_VMM=1        no device supports virtual memory management
+ * and one for tests/progs/reentry.c (variables it sets): with
+ * fake_cuda_reenter_alloc and _free set, cuMemGetAddressRange_v2 allocates
+ * and frees through them, as the runtime calls back into the driver.
  */
 #include <cuda.h>
 #include <pthread.h>
@@ -545,10 +548,26 @@ API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t size, CUstream s) { 
 API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) { (void)s; return fake_free(dptr); }
 API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) { (void)s; return fake_free(dptr); }
 
+/* The runtime's calls back into the driver, which a test sets to what
+ * cuGetProcAddress handed it (cudalloc's entry points, under the preload),
+ * and what the last call back got (0: none made). */
+API CUresult (*fake_cuda_reenter_alloc)(CUdeviceptr *, size_t);
+API CUresult (*fake_cuda_reenter_free)(CUdeviceptr);
+API CUdeviceptr fake_cuda_reentered_ptr;
+
+/* As the real runtime does from inside a call that cudalloc passed
+ * through: an allocation through the pointers it was handed. */
+static void reenter(void) {
+  CUdeviceptr d = 0;
+  if (fake_cuda_reenter_alloc(&d, 1 << 20) == CUDA_SUCCESS) fake_cuda_reenter_free(d);
+  fake_cuda_reentered_ptr = d;
+}
+
 /* Nothing the fake hands out is device memory, so no range is known. */
 API CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
   ENTER();
   (void)base, (void)size, (void)p;
+  if (fake_cuda_reenter_alloc && fake_cuda_reenter_free) reenter();
   return CUDA_ERROR_NOT_FOUND;
 }
 
