@@ -30,4 +30,18 @@ static inline void open_driver(const char *path) {
   CHECK(gpa != NULL);
 }
 
+/* The primary context of device 0 made current, as the runtime does
+ * before a program's first call. */
+static inline void make_primary_current(void) {
+  CUresult (*init)(unsigned) = proc("cuInit", 2000);
+  CUresult (*device_get)(CUdevice *, int) = proc("cuDeviceGet", 2000);
+  CUresult (*retain)(CUcontext *, CUdevice) = proc("cuDevicePrimaryCtxRetain", 7000);
+  CUresult (*set_current)(CUcontext) = proc("cuCtxSetCurrent", 4000);
+  CHECK(init && device_get && retain && set_current);
+  CUdevice dev;
+  CUcontext ctx;
+  CHECK(init(0) == CUDA_SUCCESS && device_get(&dev, 0) == CUDA_SUCCESS);
+  CHECK(retain(&ctx, dev) == CUDA_SUCCESS && set_current(ctx) == CUDA_SUCCESS);
+}
+
 #endif /* CUDALLOC_DRIVER_PROCS_H */

@@ -19,18 +19,11 @@ int main(int argc, char **argv) {
   CUdeviceptr *inner = dlsym(driver, "fake_cuda_reentered_ptr");
   void **inner_alloc = dlsym(driver, "fake_cuda_reenter_alloc");
   void **inner_free = dlsym(driver, "fake_cuda_reenter_free");
-  CUresult (*init)(unsigned) = proc("cuInit", 2000);
-  CUresult (*device_get)(CUdevice *, int) = proc("cuDeviceGet", 2000);
-  CUresult (*retain)(CUcontext *, CUdevice) = proc("cuDevicePrimaryCtxRetain", 7000);
-  CUresult (*set_current)(CUcontext) = proc("cuCtxSetCurrent", 4000);
   CUresult (*alloc)(CUdeviceptr *, size_t) = proc("cuMemAlloc", 12000);
   CUresult (*release)(CUdeviceptr) = proc("cuMemFree", 12000);
   CUresult (*range)(CUdeviceptr *, size_t *, CUdeviceptr) = proc("cuMemGetAddressRange", 3020);
-  CHECK(inner && inner_alloc && inner_free && init && device_get && retain && set_current && alloc && release && range);
-  CUdevice dev;
-  CUcontext ctx;
-  CHECK(init(0) == CUDA_SUCCESS && device_get(&dev, 0) == CUDA_SUCCESS);
-  CHECK(retain(&ctx, dev) == CUDA_SUCCESS && set_current(ctx) == CUDA_SUCCESS);
+  CHECK(inner && inner_alloc && inner_free && alloc && release && range);
+  make_primary_current();
   /* The outer call alone is served by cudalloc: an address of its own. */
   CUdeviceptr d = 0;
   CHECK(served_by_cudalloc((void *)alloc) && served_by_cudalloc((void *)range));
