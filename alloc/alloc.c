@@ -331,7 +331,7 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
  * owner on its legacy stream (what it has seen already) calls no further. */
 static __attribute__((noinline, cold)) void free_stirred(ca_stream_t stream) {
   ca_demand_poll();
-  if (!ca_legacyq_is_over() && !ca_legacyq_owners_own(stream)) ca_legacyq_saw_slow(stream);
+  ca_legacyq_saw(stream);
 }
 static inline __attribute__((always_inline)) CUresult free_front(void *ptr, ca_stream_t stream) {
   if (__builtin_expect(!ca_calm(), 0)) free_stirred(stream);   /* calm: no report asked, legacyq's mode over */

@@ -70,9 +70,8 @@ static bool active(void) { return available() && !ca_legacyq_is_over(); }
 static bool is_legacy(ca_stream_t s) { return s == NULL || s == CA_STREAM_LEGACY; }
 
 /* The mode's common case (its one thread on the legacy stream) was
- * answered inline (ca_legacyq_owners_own). */
+ * answered inline (ca_legacyq_saw's ca_legacyq_owners_own). */
 void ca_legacyq_saw_slow(ca_stream_t stream) {
-  if (ca_legacyq_owners_own(stream)) return;
   if (!available()) {   /* off: the hot path's test says so from now on */
     if (ca_ready()) ca_unstir(CA_STIR_LEGACYQ);
     return;

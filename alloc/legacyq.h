@@ -52,7 +52,7 @@ static inline ca_stream_t ca_legacyq_alloc_stream(bool ordered, ca_stream_t stre
  * device lock): a stream other than the legacy one, or a second thread
  * (whose default stream may be a per-thread one), ends the mode. */
 static inline void ca_legacyq_saw(ca_stream_t stream) {
-  if (!ca_legacyq_is_over()) ca_legacyq_saw_slow(stream);
+  if (!ca_legacyq_is_over() && !ca_legacyq_owners_own(stream)) ca_legacyq_saw_slow(stream);
 }
 /* Something the legacy stream does not order has appeared (a stream, a
  * peer device, a capture): the mode ends for good. The legacy queue's
