@@ -16,7 +16,7 @@
  * the order rotated from round to round, so that a slow spell of the
  * machine touches all of them; a ratio is the median of the rounds' own
  * ratios. --part single is meant to run pinned (taskset -c 0, as
- * bench/run.sh does), --part threads not; --part streams runs only the
+ * bench/run.sh does); --part threads pins its threads itself; --part streams runs only the
  * many-streams figures, (s) and the equal-working-set (s=), which holds
  * 1,024 live blocks on both sides. docs/benchmarks.md explains the
  * figures. */
@@ -395,6 +395,7 @@ typedef struct worker_s {
   pthread_t tid;
   lane_t lane;
   size_t pairs;
+  int cpu;                         /* the CPU it is pinned to; -1: none */
   double t[MAX_ROUNDS][NALLOC][2]; /* each phase's start and end on this thread */
 } worker_t;
 
@@ -403,6 +404,12 @@ static bool settled;
 
 static void *worker(void *arg) {
   worker_t *w = arg;
+  if (w->cpu >= 0) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(w->cpu, &one);
+    if (pthread_setaffinity_np(pthread_self(), sizeof one, &one)) die("pthread_setaffinity_np", 0);
+  }
   pairs_on(&w->lane, 1, JE, 2 * SEQ);
   pairs_on(&w->lane, 1, MI, 2 * SEQ);
   do {   /* passes of every thread together, until one makes no backend call */
@@ -440,14 +447,29 @@ typedef struct threads_row_s {
   calls_t calls;
 } threads_row_t;
 
-static threads_row_t threads_run(int n, size_t pairs, uint32_t **seqs) {
+/* The CPUs this process may run on (at most MAX_THREADS of them), in
+ * order: the threads are pinned across them in turn. */
+static int bench_cpus(int *cpus) {
+  cpu_set_t set;
+  int n = 0;
+  if (sched_getaffinity(0, sizeof set, &set)) return 0;
+  for (int c = 0; c < CPU_SETSIZE && n < MAX_THREADS; c++)
+    if (CPU_ISSET(c, &set)) cpus[n++] = c;
+  return n;
+}
+
+/* n threads, thread i pinned to cpus[(first + i) % ncpus] (none pinned
+ * when ncpus is 0). */
+static threads_row_t threads_run(int n, size_t pairs, uint32_t **seqs, const int *cpus, int ncpus, int first) {
   worker_t w[MAX_THREADS];
   threads_row_t row;
   pthread_barrier_init(&gate, NULL, (unsigned)n + 1);
   __atomic_store_n(&settled, false, __ATOMIC_RELEASE);
   calls_t mark = calls_now();
   for (int i = 0; i < n; i++) {
-    w[i] = (worker_t){.lane = {.sizes = seqs[i], .stream = new_stream()}, .pairs = pairs};
+    w[i] = (worker_t){.lane = {.sizes = seqs[i], .stream = new_stream()},
+                      .pairs = pairs,
+                      .cpu = ncpus ? cpus[(first + i) % ncpus] : -1};
     if (pthread_create(&w[i].tid, NULL, worker, &w[i])) die("pthread_create", 0);
   }
   int passes = 0;
@@ -480,27 +502,51 @@ static threads_row_t threads_run(int n, size_t pairs, uint32_t **seqs) {
 
 static double two_thread_scaling[2];
 
+static void threads_row_print(const char *label, const threads_row_t *r, const threads_row_t *one) {
+  printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %" PRId64 " memory, %" PRId64 " events, %" PRId64
+         " waits, %" PRId64 " slow paths |\n",
+         label, r->mpairs[CA], r->mpairs[CA] / one->mpairs[CA], r->mpairs[JE], r->mpairs[JE] / one->mpairs[JE],
+         r->mpairs[MI], r->mpairs[MI] / one->mpairs[MI], r->warm, r->calls.memory, r->calls.events, r->calls.waits,
+         r->calls.slow);
+}
+
+/* The CPUs of this machine may run at different speeds: one thread runs
+ * pinned on each of them in turn, and "one thread" is the mean of those
+ * runs, so that n threads pinned across the same CPUs are measured against
+ * the CPUs they ran on and not against whichever one a lone thread got. */
 static void threads_table(const char *name, int which, uint32_t lo, uint32_t hi, size_t pairs) {
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  int cpus[MAX_THREADS];
+  int ncpus = bench_cpus(cpus);
   uint32_t *seqs[MAX_THREADS];
   for (int i = 0; i < MAX_THREADS; i++)
     if (!(seqs[i] = bench_sizes(SEQ, lo, hi, 100 + (uint64_t)i + 10 * (uint64_t)which))) die("malloc", 0);
   printf("(c) threads, each with its own stream and its own %s sequence (16 live): %zu pairs per thread x %d "
-         "rounds. This machine has %ld CPUs: beyond %ld threads they share cores, and throughput cannot grow.\n\n",
-         name, pairs, opt.rounds, cpus, cpus);
+         "rounds, thread i pinned to the i-th of the %d CPUs this process may use (of %ld), in turn; one thread "
+         "runs on each of them and \"x one thread\" divides by the mean of those runs. Beyond %d threads they "
+         "share cores, and throughput cannot grow.\n\n",
+         name, pairs, opt.rounds, ncpus, online, ncpus);
   printf("| %s: threads | cudalloc Mpairs/s | x one thread | jemalloc Mpairs/s | x one thread | mimalloc Mpairs/s "
          "| x one thread | cudalloc warm-up passes until quiet | cudalloc backend calls, timed part |\n", name);
   printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
-  threads_row_t first = {{0}, "", {0}};
-  for (int n = 1; n <= MAX_THREADS; n *= 2) {
-    threads_row_t r = threads_run(n, pairs, seqs);
-    if (n == 1) first = r;
-    if (n == 2) two_thread_scaling[which] = r.mpairs[CA] / first.mpairs[CA];
-    printf("| %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %" PRId64 " memory, %" PRId64 " events, %" PRId64
-           " waits, %" PRId64 " slow paths |\n",
-           n, r.mpairs[CA], r.mpairs[CA] / first.mpairs[CA], r.mpairs[JE], r.mpairs[JE] / first.mpairs[JE],
-           r.mpairs[MI], r.mpairs[MI] / first.mpairs[MI], r.warm, r.calls.memory, r.calls.events, r.calls.waits,
-           r.calls.slow);
+  int singles = ncpus > 1 ? 2 : 1;   /* two CPUs are what the two-thread figure runs on */
+  threads_row_t one[2];
+  threads_row_t mean = {{0}, "", {0}};
+  for (int c = 0; c < singles; c++) {
+    one[c] = threads_run(1, pairs, seqs, cpus, ncpus, c);
+    for (int a = 0; a < NALLOC; a++) mean.mpairs[a] += one[c].mpairs[a] / singles;
+  }
+  for (int c = 0; c < singles; c++) {
+    char label[32];
+    snprintf(label, sizeof label, ncpus ? "1 (CPU %d)" : "1", ncpus ? cpus[c] : 0);
+    threads_row_print(label, &one[c], &mean);
+  }
+  for (int n = 2; n <= MAX_THREADS; n *= 2) {
+    threads_row_t r = threads_run(n, pairs, seqs, cpus, ncpus, 0);
+    if (n == 2) two_thread_scaling[which] = r.mpairs[CA] / mean.mpairs[CA];
+    char label[32];
+    snprintf(label, sizeof label, "%d", n);
+    threads_row_print(label, &r, &mean);
   }
   printf("\n");
   for (int i = 0; i < MAX_THREADS; i++) free(seqs[i]);
