@@ -246,14 +246,16 @@ static bool stream_capturing(ca_stream_t stream) {
 /* The queue a freed block waits in: with free_mode:stream, a cudaFree
  * waits in the block's own stream's (the device's epoch when it is gone).
  * A free on a stream the backend could not vouch for (unsure) waits in the
- * epoch, as cudaFree's would. */
-static ca_queue_t *queue_for(ca_device_t *d, ca_block_t *b, ca_stream_t stream, bool sync, bool unsure) {
+ * epoch, as cudaFree's would. found: stream's queue as the stream check
+ * found it (NULL: look it up). */
+static ca_queue_t *queue_for(ca_device_t *d, ca_block_t *b, ca_stream_t stream, bool sync, bool unsure,
+                             ca_queue_t *found) {
   bool capture = __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0;
   if (capture && (sync || unsure || stream_capturing(stream))) return &d->held;
   ca_queue_t *q = sync ? ca_legacyq_free_queue(d) : NULL;   /* all work is one FIFO */
   if (q) return q;
   if (unsure || (sync && ca_config.free_mode == CA_FREE_DEVICE)) return &d->epoch;
-  q = sync ? ca_queue_of_block(d, b) : ca_queue_find(d, stream, true);
+  q = sync ? ca_queue_of_block(d, b) : found ? found : ca_queue_find(d, stream, true);
   return q ? q : &d->epoch;
 }
 
@@ -301,7 +303,8 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
   if (!d) return CUDA_ERROR_NOT_FOUND;
   /* A bad stream changes nothing: the block stays the program's. One the
    * backend cannot answer for just now (a transient error) loses nothing. */
-  CUresult rc = sync ? CUDA_SUCCESS : ca_queue_check_stream(d, stream);
+  ca_queue_t *found = NULL;
+  CUresult rc = sync ? CUDA_SUCCESS : ca_queue_check_stream(d, stream, &found);
   bool unsure = rc && rc != CUDA_ERROR_INVALID_HANDLE;
   if (unsure) rc = CUDA_SUCCESS;
   ca_block_t *b = NULL;
@@ -317,7 +320,7 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
     ca_peak_on_free(d, b);
     ca_queue_count_freed(d, b, true);
     ca_trace_free(d, b, ca_stream_normal(stream), sync);
-    ca_queue_add(d, queue_for(d, b, ca_stream_normal(stream), sync, unsure), b);
+    ca_queue_add(d, queue_for(d, b, ca_stream_normal(stream), sync, unsure, found), b);
     ca_tcache_trim(d);
   }
   ca_devlock_release(&d->lock);

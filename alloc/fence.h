@@ -27,15 +27,17 @@ static inline ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool
  * stream's queue while the streamdev generation under which the queue's
  * last check succeeded stands (a created stream keeps its device until a
  * stream is created or destroyed, a reset, shutdown or fork: streamdev.h);
- * else asked, and on success stamped. The free finds that queue next, so
- * the lookup costs it nothing more. */
-static inline CUresult ca_queue_check_stream(ca_device_t *d, ca_stream_t stream) {
+ * else asked, and on success stamped. *q: the stream's queue as found
+ * (NULL: none yet), which the free files the block in, so that it looks
+ * the queue up once. */
+static inline CUresult ca_queue_check_stream(ca_device_t *d, ca_stream_t stream, ca_queue_t **q) {
+  *q = NULL;
   if (ca_streamdev_is_default(stream)) return CUDA_SUCCESS;
   uint64_t gen = __atomic_load_n(&ca_streamdev_generation, __ATOMIC_ACQUIRE);   /* before asking */
-  ca_queue_t *q = ca_queue_find(d, stream, false);
-  if (q && (q->checked_gen == gen || (CA_DEBUG(queue_check_any_gen) && q->checked_gen))) return CUDA_SUCCESS;
+  ca_queue_t *found = *q = ca_queue_find(d, stream, false);
+  if (found && (found->checked_gen == gen || (CA_DEBUG(queue_check_any_gen) && found->checked_gen))) return CUDA_SUCCESS;
   CUresult rc = ca_stream_check(d, stream);
-  if (!rc && q) q->checked_gen = gen;
+  if (!rc && found) found->checked_gen = gen;
   return rc;
 }
 /* The queue of a live block's allocation stream and thread; NULL when
