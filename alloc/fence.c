@@ -128,7 +128,9 @@ void ca_queue_refile(ca_block_t *b) {
   fence_link(f, b);
 }
 
-void ca_queue_remove(ca_device_t *d, ca_block_t *b) {
+/* Inlined (a merge with both neighbours, a take of a whole block), with
+ * ca_bins_remove. */
+__attribute__((always_inline)) inline void ca_queue_remove(ca_device_t *d, ca_block_t *b) {
   (void)d;
   if (b->in_bins) ca_bins_remove(b->queue->bins[b->seg->pool->id], b);
   fence_unlink(b);
