@@ -90,9 +90,17 @@ static ca_block_t *slow_path(ca_device_t *d, size_t rounded, ca_stream_t stream,
   return NULL;
 }
 
+/* ca_stat_add of a count that rises (a block's size, a request's: never 0),
+ * so that its test of the sign folds away: 3 instructions a GPU-like pair. */
+static inline void stat_rise(cudalloc_stat_t *s, int64_t by) {
+  ca_assert(by > 0);
+  if (by <= 0) __builtin_unreachable();
+  ca_stat_add(s, by);
+}
+
 static void count_alloc(ca_device_t *d, ca_block_t *b) {
-  ca_stat_add(&d->stats.allocated_bytes, (int64_t)b->size);
-  ca_stat_add(&d->stats.requested_bytes, (int64_t)b->requested);
+  stat_rise(&d->stats.allocated_bytes, (int64_t)b->size);
+  stat_rise(&d->stats.requested_bytes, (int64_t)b->requested);
   ca_stat_add(&d->stats.num_allocs, 1);
   ca_stat_add(&d->stats.num_live_blocks, 1);
   ca_oom_on_alloc(d);
