@@ -112,7 +112,8 @@ static void fence_unlink(ca_block_t *b) {
   b->fence = NULL;
 }
 
-void ca_queue_add_to_fence(ca_device_t *d, ca_queue_t *q, ca_fence_t *f, ca_block_t *b) {
+/* Inlined into ca_queue_add, a free with no pending neighbour. */
+__attribute__((always_inline)) inline void ca_queue_add_to_fence(ca_device_t *d, ca_queue_t *q, ca_fence_t *f, ca_block_t *b) {
   b->state = CA_PENDING;
   b->queue = q;
   fence_link(f, b);
