@@ -48,6 +48,7 @@ _Static_assert(sizeof(ca_stackwalk_memo_t) == 128, "a memo entry is found by a s
 typedef struct ca_stackwalk_thread_s {
   uintptr_t lo, hi;                  /* the stack's bounds (hi 0: not asked yet) */
   unsigned gen;                      /* the memo is believed while it is ca_stackwalk_generation */
+  unsigned last;                     /* the entry matched last, tried first: a loop's stack needs no hash */
   ca_stackwalk_memo_t memo[1 << CA_STACKWALK_MEMO_LOG2];
 } ca_stackwalk_thread_t;
 
@@ -92,8 +93,12 @@ static inline ca_stackwalk_memo_t *ca_stackwalk_set(ca_stackwalk_thread_t *t, vo
 static inline __attribute__((always_inline)) void *ca_stackwalk_remembered(void *caller, const char *cfa, int depth) {
   ca_stackwalk_thread_t *t = &ca_stackwalk_mine;
   if (t->gen != __atomic_load_n(&ca_stackwalk_generation, __ATOMIC_ACQUIRE)) return NULL;
-  const ca_stackwalk_memo_t *m = ca_stackwalk_set(t, caller, cfa);
-  if (!ca_stackwalk_still(m, caller, cfa, depth) && !ca_stackwalk_still(++m, caller, cfa, depth)) return NULL;
+  const ca_stackwalk_memo_t *m = &t->memo[t->last & ((1u << CA_STACKWALK_MEMO_LOG2) - 1)];
+  if (!ca_stackwalk_still(m, caller, cfa, depth)) {   /* every entry is checked whole: any may be tried */
+    m = ca_stackwalk_set(t, caller, cfa);
+    if (!ca_stackwalk_still(m, caller, cfa, depth) && !ca_stackwalk_still(++m, caller, cfa, depth)) return NULL;
+    t->last = (unsigned)(m - t->memo);
+  }
   CA_DEBUG_TALLY(stackwalk_memo_hits);
   return m->site;
 }
