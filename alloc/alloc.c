@@ -153,13 +153,12 @@ static __attribute__((noinline)) stirred_t stirred_front(void **ptr, size_t size
   return (stirred_t){ca_legacyq_alloc_stream(ordered, stream), CUDA_SUCCESS, false};
 }
 
-/* Every allocation's front: its argument and start checks, the call site
- * and the thread's front cache. Inlined into each entry point (ca_malloc,
- * ca_malloc_on, ca_entry_malloc), so that none calls another on the way
- * to a hit. */
-static inline __attribute__((always_inline)) CUresult malloc_front(int dev, void **ptr, size_t size,
-                                                                   ca_stream_t stream, ca_alloc_kind_t kind,
-                                                                   void *caller) {
+/* Every allocation's full front: its argument and start checks, the call
+ * site (site, when the memo knew it; else asked with the entry point's cfa) and the
+ * thread's front cache. Out of line: what malloc_front's inline try leaves. */
+static __attribute__((noinline)) CUresult malloc_full(int dev, void **ptr, size_t size, ca_stream_t stream,
+                                                      ca_alloc_kind_t kind, void *caller, const char *cfa,
+                                                      void *site) {
   uint32_t stirred = ca_stirs();
   if (__builtin_expect(stirred, 0)) {
     /* legacyq's mode alone (a single-stream program, preloaded) and good
@@ -179,10 +178,28 @@ static inline __attribute__((always_inline)) CUresult malloc_front(int dev, void
   }
   /* Taken here for both paths, outside every lock: the stack walk needs
    * the same frames below each caller (stackwalk.c). */
-  void *site = ca_track_site(caller);
+  if (!site) site = ca_track_site_at(caller, cfa);   /* (a stack of no site is asked again: the same answer) */
   /* The thread's front cache first: a hit needs nothing below. */
   if (kind == CA_ALLOC_ASYNC && ca_tcache_hit(dev, ptr, size, stream, site, caller)) return CUDA_SUCCESS;
   return malloc_core(dev, ptr, size, stream, kind, site, caller);
+}
+
+/* Every allocation's front, inlined into each entry point (ca_malloc,
+ * ca_malloc_on, ca_entry_malloc), so that none calls another on the way
+ * to a hit: calm, good arguments, a stack the memo knows and the front
+ * cache's inline try, which call nothing (a hit saves no register);
+ * anything else goes out of line, to the core or the full front. */
+static inline __attribute__((always_inline)) CUresult malloc_front(int dev, void **ptr, size_t size,
+                                                                   ca_stream_t stream, ca_alloc_kind_t kind,
+                                                                   void *caller) {
+  const char *cfa = __builtin_dwarf_cfa();
+  void *site = NULL;
+  if (kind == CA_ALLOC_ASYNC && ca_calm() && ptr && size && ca_track_site_remembered(caller, cfa, &site)) {
+    ca_tcache_try_t t = ca_tcache_hit_inline(dev, ptr, size, stream, site, caller);   /* NULL: the legacy stream */
+    if (t == CA_TCACHE_DONE) return CUDA_SUCCESS;
+    if (t == CA_TCACHE_CORE) return malloc_core(dev, ptr, size, ca_legacyq_over_stream(true, stream), kind, site, caller);
+  }
+  return malloc_full(dev, ptr, size, stream, kind, caller, cfa, site);
 }
 
 CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind, void *caller) {
@@ -344,10 +361,23 @@ static __attribute__((noinline, cold)) void free_stirred(ca_stream_t stream) {
   ca_demand_poll();
   ca_legacyq_saw(stream);
 }
-static inline __attribute__((always_inline)) CUresult free_front(void *ptr, ca_stream_t stream) {
+/* The core's free, out of line: a cached free saves no register for it. */
+static __attribute__((noinline)) CUresult free_core(void *ptr, ca_stream_t stream) {
+  return free_block(ptr, stream, false);
+}
+/* What free_front's inline try leaves. */
+static __attribute__((noinline)) CUresult free_full(void *ptr, ca_stream_t stream) {
   if (__builtin_expect(!ca_calm(), 0)) free_stirred(stream);   /* calm: no report asked, legacyq's mode over */
   if (ca_tcache_give(ptr, stream)) return CUDA_SUCCESS;   /* the thread's front cache: no lock */
-  return free_block(ptr, stream, false);
+  return free_core(ptr, stream);
+}
+static inline __attribute__((always_inline)) CUresult free_front(void *ptr, ca_stream_t stream) {
+  if (__builtin_expect(ca_calm(), 1)) {
+    ca_tcache_try_t t = ca_tcache_give_inline(ptr, stream);
+    if (t == CA_TCACHE_DONE) return CUDA_SUCCESS;
+    if (t == CA_TCACHE_CORE) return free_core(ptr, stream);
+  }
+  return free_full(ptr, stream);
 }
 
 CUresult ca_free(void *ptr, ca_stream_t stream) { return free_front(ptr, stream); }

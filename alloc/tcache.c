@@ -82,6 +82,10 @@ typedef struct tc_list_s {
   int dev;
   unsigned blocks;              /* cached in head[]; 0: the entry is free */
   uint64_t owner;               /* its queue's owner (per-thread stream: this thread) */
+  /* A created stream's: the stream-device generation under which dev was
+   * its device (0: a default handle's, or not asked yet), so that a hit or a
+   * free finds its list and its device in one compare (list_known). */
+  uint64_t asked;
   ca_block_t *head[CA_TCACHE_CLASSES];   /* by size class */
 } tc_list_t;
 
@@ -247,9 +251,11 @@ static ca_tcache_t *my_cache(void) {
   return mine = c;
 }
 
-HOT unsigned way_of(ca_stream_t s, int dev) {
+/* The stream alone (a created stream has one device: list_known finds its
+ * list before it knows the device; a default handle's devices share a set). */
+HOT unsigned way_of(ca_stream_t s) {
   /* every bit of the handle counts: a simulated stream's differ in the low ones */
-  uint64_t h = ((uint64_t)(uintptr_t)s ^ (uint64_t)dev << 56) * 0x9e3779b97f4a7c15ull;
+  uint64_t h = (uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ull;
   return (unsigned)(h >> (64 - CA_TCACHE_STREAMS_LOG2));
 }
 
@@ -283,25 +289,49 @@ HOT bool same_list(const tc_list_t *l, ca_stream_t s, int dev) {
   return l->stream == s && l->dev == dev;
 }
 
-/* The lists of (s, dev); with room, a free entry claimed for them. */
-HOT tc_list_t *list_of(ca_tcache_t *c, ca_stream_t s, int dev, bool room) {
-  if (same_list(c->last, s, dev)) return c->last;   /* one stream's pairs: no hash */
-  unsigned w = way_of(s, dev);
-  tc_list_t *a = &c->lists[w], *b = &c->lists[w ^ 1];
-  if (same_list(a, s, dev)) return c->last = a;
-  if (same_list(b, s, dev)) return c->last = b;
-  if (!room) return NULL;   /* an empty entry of another stream: claimed again below */
-  tc_list_t *l = !a->blocks ? a : !b->blocks ? b : NULL;
-  if (l) {
-    l->stream = s;
-    l->dev = dev;
-    l->owner = ca_stream_owner(s);
+/* The lists of (s, dev); with room, a free entry claimed for them. asked:
+ * the generation under which dev was asked to be created stream s's (0: a
+ * default handle), remembered in the entry for list_known. */
+HOT tc_list_t *list_of(ca_tcache_t *c, ca_stream_t s, int dev, bool room, uint64_t asked) {
+  tc_list_t *l = c->last;
+  if (!same_list(l, s, dev)) {   /* one stream's pairs: no hash */
+    unsigned w = way_of(s);
+    tc_list_t *a = &c->lists[w], *b = &c->lists[w ^ 1];
+    l = same_list(a, s, dev) ? a : same_list(b, s, dev) ? b : NULL;
+    if (!l && room && (l = !a->blocks ? a : !b->blocks ? b : NULL)) {   /* an empty entry of another stream */
+      l->stream = s;
+      l->dev = dev;
+      l->owner = ca_stream_owner(s);
+      l->asked = 0;
+    }
+    if (!l) return NULL;
     c->last = l;
   }
+  if (asked) l->asked = asked;
   return l;
 }
 
+/* The generation under which a stream's device, asked now, is remembered. */
+HOT uint64_t streamdev_gen(void) { return __atomic_load_n(&ca_streamdev_generation, __ATOMIC_ACQUIRE); }
 
+/* Created stream s's list and device, as list_of found them under the
+ * generation that stands (stream_device's promise), without asking; NULL:
+ * not known (a default handle, a new stream, a generation moved on). The
+ * test switch stale_stream_devices keeps the answers through every change.
+ * Only the owner writes an entry's stream and asked: read unheld. */
+HOT tc_list_t *list_known(ca_tcache_t *c, ca_stream_t s, uint64_t gen) {
+  tc_list_t *l = c->last;
+  bool stale = CA_DEBUG(stale_stream_devices);
+#define KNOWN(l) ((l)->stream == s && ((l)->asked == gen || (stale && (l)->asked)))
+  if (KNOWN(l)) return l;
+  if (ca_streamdev_is_default(s)) return NULL;
+  unsigned w = way_of(s);
+  tc_list_t *a = &c->lists[w], *b = &c->lists[w ^ 1];
+  l = KNOWN(a) ? a : KNOWN(b) ? b : NULL;
+#undef KNOWN
+  if (l) c->last = l;
+  return l;
+}
 
 /* ca_stream_device(stream), from the thread's last answer while the
  * generation under which it was asked stands (streamdev.h: a created
@@ -347,6 +377,9 @@ HOT CUresult stream_device(ca_tcache_t *c, ca_stream_t stream, int *dev) {
  * once the process exits (the core answers then). thread_cache_kb:0 is
  * tested where a block is claimed (ca_tcache_claim): no block is then
  * held or cached, and the hits and frees find none. */
+HOT bool usable_calm(void) {   /* the fronts' inline tries: calm, so not exiting (calm.h: stirred first) */
+  return !__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) && !ca_trace_on();   /* two compares to memory */
+}
 HOT bool usable(void) {   /* one test of the three (no branch each: each is nearly always clear) */
   return !((unsigned)__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) | (unsigned)ca_trace_on() |
            (unsigned)__atomic_load_n(&ca_state.exited, __ATOMIC_ACQUIRE));
@@ -356,6 +389,13 @@ HOT bool usable(void) {   /* one test of the three (no branch each: each is near
 HOT unsigned class_of(size_t size) { return (unsigned)(size / CA_MIN_BLOCK) - 1; }
 /* ca_round_size(size)'s class, the smallest without a call. */
 HOT unsigned class_of_request(size_t size) { return size <= CA_MIN_BLOCK ? 0 : class_of(ca_round_size(size)); }
+/* The same with no call on any path: false where roundup_power2_divisions
+ * rounds further (ca_round_size's call); else (size - 1) / CA_MIN_BLOCK,
+ * its plain rounding's class (size > 0). */
+HOT bool class_of_request_inline(size_t size, unsigned *cls) {
+  *cls = (unsigned)((size - 1) / CA_MIN_BLOCK);
+  return size <= CA_MIN_BLOCK || ca_config.roundup_power2_divisions <= 1;
+}
 /* A large block's (CA_TCACHE_MAX_SIZE < size <= CA_TCACHE_LARGE_MAX): for
  * size in (2^k, 2^(k+1)], the eighth of the octave it ends in. */
 static inline unsigned class_of_large(size_t size) {
@@ -418,14 +458,30 @@ static __attribute__((noinline)) ca_block_t *take_large(tc_list_t *l, unsigned c
 /* ca_tcache_hit's take: the block handed out, with the thread's cache still
  * held; NULL: nothing changed, nothing held. large: size is above
  * CA_TCACHE_MAX_SIZE (a constant in each caller, so that the small hit's
- * code has no branch of the large classes). */
-HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t stream, void *site, bool large) {
-  if (!c || !usable()) return NULL;
+ * code has no branch of the large classes). fast: no call on the way (the
+ * fronts' inline try, tcache.h); what would need one sets *slow instead,
+ * before anything changed, for the full try to answer. */
+HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t stream, void *site, bool large,
+                              bool fast, bool *slow) {
+  if (!c || !(fast ? usable_calm() : usable())) return NULL;
   stream = ca_stream_normal(stream);
-  if ((dev = device_for(c, dev, stream)) < 0) return NULL;
-  unsigned cls = large ? class_of_large(ca_round_size(size)) : class_of_request(size);
-  if (!try_hold(c)) return NULL;
-  tc_list_t *l = CA_DEBUG(tcache_any_stream) ? any_stream(c, dev, cls) : list_of(c, stream, dev, false);
+  unsigned cls = 0;
+  tc_list_t *l;
+  if (fast) {   /* a created stream seen under this generation, the thread's lock free, the real policy */
+    l = list_known(c, stream, streamdev_gen());
+    if (!l || (dev >= 0 && l->dev != dev) || !class_of_request_inline(size, &cls) || CA_DEBUG(tcache_any_stream) ||
+        !ca_tclock_try_inline(&c->lock)) {
+      *slow = true;
+      return NULL;
+    }
+    dev = l->dev;
+  } else {
+    cls = large ? class_of_large(ca_round_size(size)) : class_of_request(size);
+    uint64_t gen = streamdev_gen();   /* before the device is asked: a change after it moves gen on */
+    if ((dev = device_for(c, dev, stream)) < 0 || !try_hold(c)) return NULL;
+    l = CA_DEBUG(tcache_any_stream) ? any_stream(c, dev, cls)
+                                    : list_of(c, stream, dev, false, ca_streamdev_is_default(stream) ? 0 : gen);
+  }
   ca_block_t *b = !l ? NULL : large ? take_large(l, cls, size, site) : take_at(l, cls, site, 0);
   if (!b) {
     if (l && !large && l->head[cls]) c->refused += size;   /* blocks of the class from other sites: a trim's business too */
@@ -451,25 +507,41 @@ HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t 
 
 static __attribute__((noinline)) ca_block_t *tcache_malloc_large(ca_tcache_t *c, int dev, size_t size,
                                                                   ca_stream_t stream, void *site) {
-  return tcache_malloc(c, dev, size, stream, site, true);
+  return tcache_malloc(c, dev, size, stream, site, true, false, NULL);
 }
 
 /* thread_cache_large_mb's blocks (tested before any call: while they are
  * off, a large request costs the hit two compares and a load). */
 HOT bool cacheable_large(size_t size) { return size <= CA_TCACHE_LARGE_MAX && ca_config.thread_cache_large_mb; }
 
-bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller) {
-  ca_tcache_t *c = mine;   /* once: in the shared library each access is a __tls_get_addr call */
-  ca_block_t *b = size <= CA_TCACHE_MAX_SIZE ? tcache_malloc(c, dev, size, stream, site, false)
-                  : cacheable_large(size)    ? tcache_malloc_large(c, dev, size, stream, site)
-                                             : NULL;
-  if (!b) return false;
+/* A hit's hooks, c held, and its answer: the backend's check last, so that
+ * nothing is left to do after its call (a front saves no register for it). */
+HOT void handed_out(ca_tcache_t *c, ca_block_t *b, void **ptr, size_t size, void *caller) {
   ca_leaks_stamp_as(b, c->tid);   /* the cache held over the hooks: a reader holding the caches sees them done */
   ca_tcache_on_handout(b->seg->pool->dev, b, true);
   unhold(c);
-  if (ca_state.be->check_handout) ca_state.be->check_handout(b->addr, size, b->stream, true, caller);
   *ptr = (void *)b->addr;
+  if (ca_state.be->check_handout) ca_state.be->check_handout(b->addr, size, b->stream, true, caller);
+}
+
+bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller) {
+  ca_tcache_t *c = mine;   /* once: in the shared library each access is a __tls_get_addr call */
+  ca_block_t *b = size <= CA_TCACHE_MAX_SIZE ? tcache_malloc(c, dev, size, stream, site, false, false, NULL)
+                  : cacheable_large(size)    ? tcache_malloc_large(c, dev, size, stream, site)
+                                             : NULL;
+  if (!b) return false;
+  handed_out(c, b, ptr, size, caller);
   return true;
+}
+
+ca_tcache_try_t ca_tcache_hit_inline(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller) {
+  if (size > CA_TCACHE_MAX_SIZE) return cacheable_large(size) ? CA_TCACHE_FULL : CA_TCACHE_CORE;
+  ca_tcache_t *c = mine;
+  bool slow = false;
+  ca_block_t *b = tcache_malloc(c, dev, size, stream, site, false, true, &slow);
+  if (!b) return slow ? CA_TCACHE_FULL : CA_TCACHE_CORE;
+  handed_out(c, b, ptr, size, caller);
+  return CA_TCACHE_DONE;
 }
 
 /* ca_tcache_claim once the block may be cached (apart: the refusals, the
@@ -515,20 +587,28 @@ HOT held_t *held_unheld(ca_tcache_t *c, uintptr_t p, uintptr_t *addr) {
   return NULL;
 }
 
-bool ca_tcache_give(void *ptr, ca_stream_t stream) {
+/* ca_tcache_give; fast: no call on the way, as tcache_malloc's. */
+HOT bool give(void *ptr, ca_stream_t stream, bool fast, bool *slow) {
   ca_tcache_t *c = mine;
   int dev;
   held_t *h;
   uintptr_t addr;
-  if (!ptr || !c || !(h = held_unheld(c, (uintptr_t)ptr, &addr))) return false;
+  tc_list_t *l = NULL;
+  if (!ptr || !c || !(h = held_unheld(c, (uintptr_t)ptr, &addr)) || !(fast ? usable_calm() : usable())) return false;
   ca_stream_t s = ca_stream_normal(stream);
-  if (!usable() || stream_device(c, stream, &dev) || !try_hold(c)) return false;
+  uint64_t gen = streamdev_gen();   /* before the device is asked */
+  if (fast) {
+    if (!(l = list_known(c, s, gen)) || !ca_tclock_try_inline(&c->lock)) {
+      *slow = true;
+      return false;
+    }
+    dev = l->dev;
+  } else if (stream_device(c, stream, &dev) || !try_hold(c)) return false;
   stream = s;
   /* Still there once held (a flusher's clear may have come between: its
    * block's struct may be gone then). */
   ca_block_t *b = h->addr == addr ? h->b : NULL;
   int bdev = (int)(addr & HELD_DEV);
-  tc_list_t *l = NULL;
   uintptr_t want = (uintptr_t)c;
   /* Marked first: from then on no core free takes the struct, and its
    * fields can be read (before, they may be another block's: only b->tc may
@@ -544,8 +624,15 @@ bool ca_tcache_give(void *ptr, ca_stream_t stream) {
   bool at_ptr = b && b->addr == (uintptr_t)ptr;   /* not a struct the thread holds for another block now */
   bool large = at_ptr && b->size > CA_TCACHE_MAX_SIZE;
   bool room = at_ptr && c->bytes[large] + b->size <= c->room[large];
+  if (fast && b && !(at_ptr && !large && room && bdev == dev)) {   /* the full try's business, from the start */
+    __atomic_store_n(&b->tc, want, __ATOMIC_RELEASE);
+    unhold(c);
+    *slow = true;
+    return false;
+  }
   if (at_ptr && !room) refuse(c, b->size, large);
-  if (room && bdev == dev && (l = list_of(c, stream, dev, true))) {
+  if (room && bdev == dev &&
+      (fast || (l = list_of(c, stream, dev, true, ca_streamdev_is_default(stream) ? 0 : gen)))) {
     ca_block_t **head = &l->head[class_of_block(b->size)];
     b->tc_next = *head;
     *head = b;
@@ -563,6 +650,13 @@ bool ca_tcache_give(void *ptr, ca_stream_t stream) {
   }
   unhold(c);
   return b != NULL;
+}
+
+bool ca_tcache_give(void *ptr, ca_stream_t stream) { return give(ptr, stream, false, NULL); }
+
+ca_tcache_try_t ca_tcache_give_inline(void *ptr, ca_stream_t stream) {
+  bool slow = false;
+  return give(ptr, stream, true, &slow) ? CA_TCACHE_DONE : slow ? CA_TCACHE_FULL : CA_TCACHE_CORE;
 }
 
 bool ca_tcache_disown(ca_block_t *b) {

@@ -56,6 +56,16 @@ static inline void ca_tcache_on_free(ca_device_t *d, ca_block_t *b, bool hit) {
  * false: ask the core (nothing changed); the core then makes its own
  * checks of dev and stream, and answers their errors. */
 bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller);
+/* The fronts' inline tries (alloc.c), which call nothing but the backend's
+ * check last, so that a hit or a cached free saves no register: the same
+ * as ca_tcache_hit and ca_tcache_give, DONE (served), CORE (the core
+ * answers: nothing the full try could serve) or FULL: something needs a
+ * call (a stream not seen under this generation, a default handle, the
+ * thread's lock claimed, a large request), nothing changed: ask the full
+ * try. */
+typedef enum { CA_TCACHE_DONE, CA_TCACHE_CORE, CA_TCACHE_FULL } ca_tcache_try_t;
+ca_tcache_try_t ca_tcache_hit_inline(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller);
+ca_tcache_try_t ca_tcache_give_inline(void *ptr, ca_stream_t stream);
 /* The core handed b out for a stream-ordered request on stream (d locked):
  * true when the thread will remember it, so that its free can be a hit;
  * then ca_tcache_remember(b) once d is unlocked. */

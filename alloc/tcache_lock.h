@@ -44,16 +44,21 @@ void ca_tclock_make(ca_tclock_t *l);
 
 /* The owner's try once stop is not clear (tcache_lock.c). */
 bool ca_tclock_try_stopped(ca_tclock_t *l);
-/* The owner's try: true when it holds the lock. Never waits. */
-static inline bool ca_tclock_try(ca_tclock_t *l) {
+static inline void ca_tclock_release(ca_tclock_t *l) { __atomic_store_n(&l->busy, 0, __ATOMIC_RELEASE); }
+/* The owner's try without a call: false (the lock let go) whenever stop is
+ * not clear, where ca_tclock_try would ask further (a fenced lock, whose
+ * owner then takes it through ca_tclock_try). */
+static inline bool ca_tclock_try_inline(ca_tclock_t *l) {
   __atomic_store_n(&l->busy, 1, __ATOMIC_RELAXED);
   __atomic_signal_fence(__ATOMIC_SEQ_CST);   /* the store stays before the load: the CPU's order is membarrier's */
   if (!__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE) || CA_DEBUG(tclock_owner_ignores_stop)) return true;
-  return ca_tclock_try_stopped(l);
+  ca_tclock_release(l);
+  return false;
 }
+/* The owner's try: true when it holds the lock. Never waits. */
+static inline bool ca_tclock_try(ca_tclock_t *l) { return ca_tclock_try_inline(l) || ca_tclock_try_stopped(l); }
 /* The owner's blocking take (it waits for another thread to let go). */
 void ca_tclock_hold(ca_tclock_t *l);
-static inline void ca_tclock_release(ca_tclock_t *l) { __atomic_store_n(&l->busy, 0, __ATOMIC_RELEASE); }
 
 /* Another thread's take of some locks at once, in three steps so that
  * one barrier serves them all: claim each, one barrier (others: false

@@ -39,18 +39,26 @@ void ca_track_forget(void);
 
 /* The default (track:stack) without a call in between: the stack walk's
  * frames below the caller stay the same for every caller. The memo is
- * keyed by the CFA of the function this is inlined into (each entry point
- * of alloc.c's malloc_front: ca_malloc, ca_malloc_on, ca_entry_malloc, or
- * cudalloc_malloc when link-time optimization inlines that one), and asked
+ * keyed by the CFA of the entry point that asks (each entry point of
+ * alloc.c's malloc_front: ca_malloc, ca_malloc_on, ca_entry_malloc, or
+ * cudalloc_malloc when link-time optimization inlines that one), given as
+ * cfa also by what that entry calls for it (its full front), and asked
  * there: a stack seen before costs no call. */
-static inline __attribute__((always_inline)) void *ca_track_site(void *caller) {
+static inline __attribute__((always_inline)) void *ca_track_site_at(void *caller, const char *cfa) {
   if (ca_config.track == CA_TRACK_STACK && caller) {
-    const char *cfa = __builtin_dwarf_cfa();
     int depth = (int)ca_config.track_depth;
     void *site = ca_stackwalk_remembered(caller, cfa, depth);
     return site ? site : ca_stackwalk_site_at(caller, depth, true, ca_track_intern, cfa);
   }
   return ca_track_site_slow(caller);
+}
+static inline __attribute__((always_inline)) void *ca_track_site(void *caller) {
+  return ca_track_site_at(caller, __builtin_dwarf_cfa());
+}
+/* The memo alone (track:stack): true, with *site, when it knows the stack. */
+static inline __attribute__((always_inline)) bool ca_track_site_remembered(void *caller, const char *cfa, void **site) {
+  if (ca_config.track != CA_TRACK_STACK || !caller) return false;
+  return (*site = ca_stackwalk_remembered(caller, cfa, (int)ca_config.track_depth)) != NULL;
 }
 
 #endif /* CUDALLOC_TRACK_H */
