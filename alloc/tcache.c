@@ -622,9 +622,9 @@ HOT bool give(void *ptr, ca_stream_t stream, bool fast, bool *slow) {
     b = NULL;
   }
   bool at_ptr = b && b->addr == (uintptr_t)ptr;   /* not a struct the thread holds for another block now */
-  bool large = at_ptr && b->size > CA_TCACHE_MAX_SIZE;
+  bool large = !fast && at_ptr && b->size > CA_TCACHE_MAX_SIZE;   /* fast: a large block is the full try's */
   bool room = at_ptr && c->bytes[large] + b->size <= c->room[large];
-  if (fast && b && !(at_ptr && !large && room && bdev == dev)) {   /* the full try's business, from the start */
+  if (fast && b && !(at_ptr && b->size <= CA_TCACHE_MAX_SIZE && room && bdev == dev)) {   /* the full try's, from the start */
     __atomic_store_n(&b->tc, want, __ATOMIC_RELEASE);
     unhold(c);
     *slow = true;
