@@ -214,9 +214,10 @@ static size_t large_capacity(void) { return (size_t)ca_config.thread_cache_large
  * sequence of many sizes the cap refuses often, and each trim moves blocks
  * back and forth between the cache and the core); for a large block, some
  * of the room a slow path took. */
+HOT void refuse_small(ca_tcache_t *c, size_t size) { c->refused += size / 4; }
 static void refuse(ca_tcache_t *c, size_t size, bool large) {
   if (!large) {
-    c->refused += size / 4;
+    refuse_small(c, size);
     return;
   }
   c->refused_large += size / 4;
@@ -624,10 +625,14 @@ HOT bool give(void *ptr, ca_stream_t stream, bool fast, bool *slow) {
   bool at_ptr = b && b->addr == (uintptr_t)ptr;   /* not a struct the thread holds for another block now */
   bool large = !fast && at_ptr && b->size > CA_TCACHE_MAX_SIZE;   /* fast: a large block is the full try's */
   bool room = at_ptr && c->bytes[large] + b->size <= c->room[large];
-  if (fast && b && !(at_ptr && b->size <= CA_TCACHE_MAX_SIZE && room && bdev == dev)) {   /* the full try's, from the start */
+  if (fast && b && !(at_ptr && b->size <= CA_TCACHE_MAX_SIZE && room && bdev == dev)) {
+    /* A small block the cap refuses is the core's, as in the full try;
+     * anything else is the full try's, from the start. */
+    bool refused = at_ptr && b->size <= CA_TCACHE_MAX_SIZE && !room;
+    if (refused) refuse_small(c, b->size);
     __atomic_store_n(&b->tc, want, __ATOMIC_RELEASE);
     unhold(c);
-    *slow = true;
+    *slow = !refused;
     return false;
   }
   if (at_ptr && !room) refuse(c, b->size, large);
