@@ -361,11 +361,12 @@ static __attribute__((noinline, cold)) void free_stirred(ca_stream_t stream) {
   ca_demand_poll();
   ca_legacyq_saw(stream);
 }
-/* The core's free, out of line: a cached free saves no register for it. */
+/* The core's free, out of line: a cached free saves no register for its work. */
 static __attribute__((noinline)) CUresult free_core(void *ptr, ca_stream_t stream) {
   return free_block(ptr, stream, false);
 }
-/* What free_front's inline try leaves. */
+/* What free_front's inline try leaves: the free as it was (stirred, a
+ * stream not seen under this generation, the lock claimed, a large block). */
 static __attribute__((noinline)) CUresult free_full(void *ptr, ca_stream_t stream) {
   if (__builtin_expect(!ca_calm(), 0)) free_stirred(stream);   /* calm: no report asked, legacyq's mode over */
   if (ca_tcache_give(ptr, stream)) return CUDA_SUCCESS;   /* the thread's front cache: no lock */

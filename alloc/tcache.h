@@ -57,7 +57,7 @@ static inline void ca_tcache_on_free(ca_device_t *d, ca_block_t *b, bool hit) {
  * checks of dev and stream, and answers their errors. */
 bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller);
 /* The fronts' inline tries (alloc.c), which call nothing but the backend's
- * check last, so that a hit or a cached free saves no register: the same
+ * check, last, so that a hit or a cached free saves few registers: the same
  * as ca_tcache_hit and ca_tcache_give, DONE (served), CORE (the core
  * answers: nothing the full try could serve) or FULL: something needs a
  * call (a stream not seen under this generation, a default handle, the
