@@ -153,6 +153,11 @@ static __attribute__((noinline)) stirred_t stirred_front(void **ptr, size_t size
   return (stirred_t){ca_legacyq_alloc_stream(ordered, stream), CUDA_SUCCESS, false};
 }
 
+/* An entry point: the front cache's inline try inlined into it (link-time
+ * optimization left it a call in the shared library, where the shim's
+ * entry points add callers); the fallbacks are noinline, so nothing else. */
+#define CA_ENTRY __attribute__((flatten))
+
 /* Every allocation's full front: its argument and start checks, the call
  * site (site, when the memo knew it; else asked with the entry point's cfa) and the
  * thread's front cache. Out of line: what malloc_front's inline try leaves. */
@@ -202,16 +207,16 @@ static inline __attribute__((always_inline)) CUresult malloc_front(int dev, void
   return malloc_full(dev, ptr, size, stream, kind, caller, cfa, site);
 }
 
-CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind, void *caller) {
+CA_ENTRY CUresult ca_malloc(void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind, void *caller) {
   return malloc_front(-1, ptr, size, stream, kind, caller);
 }
 
-CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind,
+CA_ENTRY CUresult ca_malloc_on(int dev, void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind,
                       void *caller) {
   return malloc_front(dev, ptr, size, stream, kind, caller);
 }
 
-cudaError_t ca_entry_malloc(void **ptr, size_t size, ca_stream_t stream, void *caller) {
+CA_ENTRY cudaError_t ca_entry_malloc(void **ptr, size_t size, ca_stream_t stream, void *caller) {
   CUresult rc = malloc_front(-1, ptr, size, stream, CA_ALLOC_ASYNC, caller);
   return rc ? ca_cuda_error(rc) : cudaSuccess;
 }
@@ -381,9 +386,9 @@ static inline __attribute__((always_inline)) CUresult free_front(void *ptr, ca_s
   return free_full(ptr, stream);
 }
 
-CUresult ca_free(void *ptr, ca_stream_t stream) { return free_front(ptr, stream); }
+CA_ENTRY CUresult ca_free(void *ptr, ca_stream_t stream) { return free_front(ptr, stream); }
 
-cudaError_t ca_entry_free(void *ptr, ca_stream_t stream) {
+CA_ENTRY cudaError_t ca_entry_free(void *ptr, ca_stream_t stream) {
   CUresult rc = free_front(ptr, stream);
   return rc ? ca_cuda_error(rc) : cudaSuccess;
 }
