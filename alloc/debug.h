@@ -49,6 +49,7 @@ typedef struct ca_debug_s {
   bool tclock_owner_ignores_stop; /* a front cache's owner takes its lock while another thread holds it */
   bool tclock_no_membarrier;    /* another thread takes a front cache's lock without the owners' barrier */
   bool tclock_exchange;         /* the front caches' locks fence, as without membarrier (set before the first cache) */
+  bool tclock_fenced_relaxed;   /* without membarrier, the owner's take of its lock does not fence (a plain store and load) */
   bool devlock_no_exclusion;    /* the device lock's take always gets in (devlock.h) */
   bool devlock_no_wake;         /* the device lock's release never wakes a sleeper (devlock.h) */
   uint64_t tcache_hits;         /* front-cache hits (a tally, not a switch) */

@@ -41,8 +41,13 @@ void ca_tclock_make(ca_tclock_t *l) {
  * order, one of them sees the other's). Not fences, which TSan cannot see. */
 bool ca_tclock_try_stopped(ca_tclock_t *l) {
   if (__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE) == CA_TCLOCK_FENCED) {
-    __atomic_exchange_n(&l->busy, 1, __ATOMIC_SEQ_CST);
-    if (!(__atomic_load_n(&l->stop, __ATOMIC_SEQ_CST) & CA_TCLOCK_CLAIMED)) return true;
+    if (CA_DEBUG(tclock_fenced_relaxed)) {   /* the store may then pass the load: both inside */
+      __atomic_store_n(&l->busy, 1, __ATOMIC_RELAXED);
+      if (!(__atomic_load_n(&l->stop, __ATOMIC_RELAXED) & CA_TCLOCK_CLAIMED)) return true;
+    } else {
+      __atomic_exchange_n(&l->busy, 1, __ATOMIC_SEQ_CST);
+      if (!(__atomic_load_n(&l->stop, __ATOMIC_SEQ_CST) & CA_TCLOCK_CLAIMED)) return true;
+    }
   }
   __atomic_store_n(&l->busy, 0, __ATOMIC_RELEASE);
   return false;

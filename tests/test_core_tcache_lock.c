@@ -3,7 +3,8 @@
  * membarrier and a wait. Each guard has a twin with the test-only switch
  * that breaks it: tclock_owner_ignores_stop (the owner does not look for a
  * claim), tclock_no_membarrier (the claimer skips the barrier that stands
- * for the owner's fence). */
+ * for the owner's fence), tclock_fenced_relaxed (without membarrier, the
+ * owner's take makes a plain store and load instead of fencing). */
 #include "core_testing.h"
 
 #include <pthread.h>
@@ -155,11 +156,13 @@ static long elapsed_ms(const struct timespec *a, const struct timespec *b) {
 
 /* Races the owner's takes against another thread's for RACE_MS;
  * returns the updates lost (both inside at once). */
-static long lost_updates(bool no_membarrier, bool exchange) {
+static long lost_updates_broken(bool no_membarrier, bool exchange, bool fenced_relaxed) {
   ca_debug.tclock_exchange = exchange;
   ca_tclock_init();
   cr_assert_eq(ca_tclock_asymmetric, !exchange, "membarrier's private expedited command is available here");
   ca_debug.tclock_no_membarrier = no_membarrier;
+  ca_debug.tclock_fenced_relaxed = fenced_relaxed;
+  no_membarrier |= fenced_relaxed;   /* either way broken: stop at the first loss, no plain count */
   race_t r = {.with_plain = !no_membarrier};   /* broken, TSan would report the plain one */
   ca_tclock_make(&r.lock);   /* in the mode chosen (without membarrier its stop word says so) */
   pthread_t t;
@@ -187,9 +190,14 @@ static long lost_updates(bool no_membarrier, bool exchange) {
   __atomic_store_n(&r.stop_racing, 1, __ATOMIC_RELEASE);
   pthread_join(t, NULL);
   ca_debug.tclock_no_membarrier = false;
+  ca_debug.tclock_fenced_relaxed = false;
   cr_assert_gt(r.owner_takes, 0, "the owner took the lock within %d ms", RACE_MAX_MS);
   if (r.with_plain) cr_assert_eq(r.plain, r.inside);
   return r.owner_takes + r.other_takes - r.inside;
+}
+
+static long lost_updates(bool no_membarrier, bool exchange) {
+  return lost_updates_broken(no_membarrier, exchange, false);
 }
 
 Test(core_tcache_lock, the_owner_and_another_thread_are_never_inside_at_once) {
@@ -206,4 +214,13 @@ Test(core_tcache_lock, without_the_barrier_both_get_in) {
   long lost = lost_updates(true, false);
   if (!lost) cr_skip_test("no collision within %d ms here (the threads may not have run in parallel)", RACE_MS);
   cr_assert_gt(lost, 0, "updates lost: the test above catches the missing barrier");
+}
+
+/* The same in exchange mode (no membarrier): the owner's fenced take is
+ * the guard there, and without its fence the owner's store may pass its
+ * load of the claim in the same way. */
+Test(core_tcache_lock, in_exchange_mode_without_the_owners_fence_both_get_in) {
+  long lost = lost_updates_broken(false, true, true);
+  if (!lost) cr_skip_test("no collision within %d ms here (the threads may not have run in parallel)", RACE_MS);
+  cr_assert_gt(lost, 0, "updates lost: in_exchange_mode_too catches the missing fence");
 }
