@@ -101,7 +101,7 @@ static inline void stat_rise(cudalloc_stat_t *s, int64_t by) {
 static void count_alloc(ca_device_t *d, ca_block_t *b) {
   stat_rise(&d->stats.allocated_bytes, (int64_t)b->size);
   stat_rise(&d->stats.requested_bytes, (int64_t)b->requested);
-  ca_stat_add(&d->stats.num_allocs, 1);
+  ca_stat_tick(&d->stats.num_allocs);
   ca_stat_add(&d->stats.num_live_blocks, 1);
   ca_oom_on_alloc(d);
   ca_peak_on_alloc(d, b);

@@ -47,6 +47,10 @@ ca_queue_t *ca_queue_of_block(ca_device_t *d, const ca_block_t *b);
  * ca_stat_add raises allocated_bytes and num_live_blocks, and it keeps
  * current <= peak). */
 static inline void ca_stat_fall(cudalloc_stat_t *s, int64_t by) { s->current -= by; }
+/* A count that rises by one and never falls (num_allocs, num_frees): its
+ * peak is its current, set on read (ca_stats_snapshot) rather than by
+ * every allocation and free. */
+static inline void ca_stat_tick(cudalloc_stat_t *s) { s->current++, s->total++; }
 /* A live block the program freed leaves the statistics of live memory
  * (ca_queue_add files it then). count_free: counted in num_frees (a front
  * cache counted its own frees when the program made them). Inline, with
@@ -54,7 +58,7 @@ static inline void ca_stat_fall(cudalloc_stat_t *s, int64_t by) { s->current -= 
 static inline void ca_queue_count_freed(ca_device_t *d, const ca_block_t *b, bool count_free) {
   ca_stat_fall(&d->stats.allocated_bytes, (int64_t)b->size);
   ca_stat_add(&d->stats.requested_bytes, -(int64_t)b->requested);   /* a front cache's drift may raise it */
-  if (count_free) ca_stat_add(&d->stats.num_frees, 1);
+  if (count_free) ca_stat_tick(&d->stats.num_frees);
   ca_stat_fall(&d->stats.num_live_blocks, 1);
 }
 /* Puts a freed block into queue q (merging with its pending neighbours). */

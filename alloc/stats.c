@@ -26,6 +26,9 @@ size_t ca_stats_largest_free(const ca_device_t *d) {
 void ca_stats_snapshot(ca_device_t *d, cudalloc_stats_t *out) {
   *out = d->stats;
   ca_tcache_fold(d, out);
+  /* counts that never fall: at their peak (fence.h's ca_stat_tick keeps no peak) */
+  out->num_allocs.peak = out->num_allocs.current;
+  out->num_frees.peak = out->num_frees.current;
   cudalloc_stat_t *cached = &d->stats.cached_bytes;
   cached->current = out->reserved_bytes.current - out->allocated_bytes.current;
   if (cached->current > cached->peak) cached->peak = cached->current;

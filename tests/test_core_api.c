@@ -25,6 +25,34 @@ Test(core_api, allocates_writable_memory_and_frees_it) {
   CHECK_CONSISTENT();
 }
 
+/* num_allocs and num_frees never fall: the core keeps no peak for them
+ * (fence.h's ca_stat_tick) and the snapshot sets it to the current, with
+ * core allocations, front-cache hits and frees of both kinds mixed, and
+ * across a reset of the peaks. */
+Test(core_api, counts_that_never_fall_stand_at_their_peak) {
+  core_start(NULL);
+  void *p[6];
+  for (int i = 0; i < 4; i++) cr_assert_eq(cudalloc_malloc(&p[i], 1000, 0), cudaSuccess);
+  cr_assert_eq(cudalloc_free(p[0], 0), cudaSuccess);   /* into the thread's front cache */
+  cr_assert_eq(cudalloc_free(p[1], 0), cudaSuccess);
+  cr_assert_eq(cudalloc_malloc(&p[4], 1000, 0), cudaSuccess);   /* hits */
+  cr_assert_eq(cudalloc_malloc(&p[5], 1000, 0), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync(p[2]), cudaSuccess);   /* the core's free */
+  cudalloc_reset_peaks();
+  cr_assert_eq(cudalloc_malloc(&p[0], 1000, 0), cudaSuccess);
+  cudalloc_stats_t s = stats0();
+  cr_expect(s.num_allocs.current == 7 && s.num_allocs.peak == 7 && s.num_allocs.total == 7,
+            "num_allocs %lld/%lld/%lld", (long long)s.num_allocs.current, (long long)s.num_allocs.peak,
+            (long long)s.num_allocs.total);
+  cr_expect(s.num_frees.current == 3 && s.num_frees.peak == 3 && s.num_frees.total == 3,
+            "num_frees %lld/%lld/%lld", (long long)s.num_frees.current, (long long)s.num_frees.peak,
+            (long long)s.num_frees.total);
+  cr_expect_eq(s.num_live_blocks.current, 4);
+  int keep[] = {0, 3, 4, 5};
+  for (int i = 0; i < 4; i++) cr_assert_eq(cudalloc_free_sync(p[keep[i]]), cudaSuccess);
+  CHECK_CONSISTENT();
+}
+
 Test(core_api, size_zero_succeeds_with_null_that_frees) {
   core_start(NULL);
   void *p = (void *)0x1;
