@@ -35,9 +35,9 @@ static double mib(uint64_t b) { return (double)b / (1 << 20); }
 // The step history: this step's peak of allocated memory, and earlier ones
 // ----------------------------------------------------------------------------
 
-/* Per device, under its lock. */
+/* Per device, under its lock; this step's peak is the device's
+ * oom_step_peak (types.h), which every allocation updates. */
 typedef struct steps_s {
-  int64_t peak;                 /* of allocated, since the step began */
   int64_t past[CA_OOM_STEPS];   /* ring of the last steps' peaks */
   unsigned count;               /* steps recorded, at most CA_OOM_STEPS kept */
 } steps_t;
@@ -45,14 +45,13 @@ typedef struct steps_s {
 static steps_t steps[CA_MAX_DEVICES];
 
 void ca_oom_on_alloc(ca_device_t *d) {
-  steps_t *s = &steps[d->ordinal];
-  if (d->stats.allocated_bytes.current > s->peak) s->peak = d->stats.allocated_bytes.current;
+  if (d->stats.allocated_bytes.current > d->oom_step_peak) d->oom_step_peak = d->stats.allocated_bytes.current;
 }
 
 void ca_oom_on_step(ca_device_t *d) {
   steps_t *s = &steps[d->ordinal];
-  s->past[s->count++ % CA_OOM_STEPS] = s->peak;
-  s->peak = d->stats.allocated_bytes.current;
+  s->past[s->count++ % CA_OOM_STEPS] = d->oom_step_peak;
+  d->oom_step_peak = d->stats.allocated_bytes.current;
 }
 
 static int by_value(const void *a, const void *b) {
@@ -400,5 +399,5 @@ void ca_oom_forget(bool after_fork) {
   failures = quiet_since = 0;
   memset(&last_line, 0, sizeof last_line);
   pthread_mutex_unlock(&limit_lock);
-  memset(steps, 0, sizeof steps);
+  memset(steps, 0, sizeof steps);   /* oom_step_peak goes with its device: dropped before, made anew (calloc) */
 }

@@ -17,7 +17,6 @@ typedef struct snap_s {
   bool sorted;
   int64_t taken_at, live;
   uint64_t step;
-  uint64_t since;               /* frees (allocated) or allocations (reserved) since the copy */
   size_t n, cap;
   ca_site_live_t *sites;
 } snap_t;
@@ -28,6 +27,9 @@ typedef struct peak_dev_s {
 } peak_dev_t;
 
 static peak_dev_t peaks[CA_MAX_DEVICES];
+/* Frees (allocated) or allocations (reserved) since the copy: counted on
+ * the device (types.h), where every free and allocation counts anyway. */
+_Static_assert(sizeof ((ca_device_t *)0)->peak_since / sizeof(uint64_t) == CA_PEAK_KINDS, "a count per kind");
 /* A fork child's view of its parent's copies: kept reachable, never used. */
 static peak_dev_t abandoned[CA_MAX_DEVICES];
 
@@ -37,13 +39,14 @@ static cudalloc_stat_t *stat_of(ca_device_t *d, ca_peak_kind_t k) {
 
 /* The amortization of peak.h: a copy costs O(sites), paid for by the
  * `since` operations before it, or by a rise of 1/64. */
-static bool due(const snap_t *s, int64_t peak, size_t sites) {
+static bool due(const snap_t *s, int64_t peak, uint64_t since, size_t sites) {
   if (!s->any) return true;
   if (peak <= s->taken_at) return false;
-  return peak - s->taken_at >= s->taken_at / 64 || s->since >= sites;
+  return peak - s->taken_at >= s->taken_at / 64 || since >= sites;
 }
 
-static void copy(ca_device_t *d, snap_t *s, int64_t value, uint64_t step) {
+static void copy(ca_device_t *d, ca_peak_kind_t k, int64_t value, uint64_t step) {
+  snap_t *s = &peaks[d->ordinal].snap[k];
   ca_sitelive_t *t = ca_sitelive_of(d);
   if (s->cap < t->used + 1) {
     size_t cap = 2 * (t->used + 1);
@@ -58,7 +61,7 @@ static void copy(ca_device_t *d, snap_t *s, int64_t value, uint64_t step) {
   s->taken_at = value;
   s->live = d->stats.allocated_bytes.current;
   s->step = step;
-  s->since = 0;
+  d->peak_since[k] = 0;
 }
 
 /* What an allocation or a free may have to do besides counting: out of
@@ -67,13 +70,15 @@ static void copy(ca_device_t *d, snap_t *s, int64_t value, uint64_t step) {
 static __attribute__((noinline)) void alloc_rare(ca_device_t *d, peak_dev_t *p, snap_t *s) {
   const cudalloc_stat_t *a = &d->stats.allocated_bytes, *r = &d->stats.reserved_bytes;
   if (a->current == a->peak) p->alloc_peak_step = ca_step_current();
-  if (r->current == r->peak && due(s, r->peak, ca_sitelive_of(d)->used)) copy(d, s, r->current, ca_step_current());
+  if (r->current == r->peak && due(s, r->peak, d->peak_since[CA_PEAK_RESERVED], ca_sitelive_of(d)->used))
+    copy(d, CA_PEAK_RESERVED, r->current, ca_step_current());
   if (ca_config.sample_ms) ca_creep_tick(d);
 }
 
 static __attribute__((noinline)) void free_rare(ca_device_t *d, peak_dev_t *p, snap_t *s) {
   const cudalloc_stat_t *a = &d->stats.allocated_bytes;
-  if (a->current == a->peak && due(s, a->peak, ca_sitelive_of(d)->used)) copy(d, s, a->current, p->alloc_peak_step);
+  if (a->current == a->peak && due(s, a->peak, d->peak_since[CA_PEAK_ALLOCATED], ca_sitelive_of(d)->used))
+    copy(d, CA_PEAK_ALLOCATED, a->current, p->alloc_peak_step);
 }
 
 /* A copy may be due only at a peak above the copy's (due()): reserved
@@ -86,7 +91,7 @@ void ca_peak_on_alloc(ca_device_t *d, ca_block_t *b) {
   ca_sitelive_add(ca_sitelive_of(d), b, +1);
   peak_dev_t *p = &peaks[d->ordinal];
   snap_t *s = &p->snap[CA_PEAK_RESERVED];
-  s->since++;
+  d->peak_since[CA_PEAK_RESERVED]++;
   const cudalloc_stat_t *a = &d->stats.allocated_bytes, *r = &d->stats.reserved_bytes;
   if (a->current == a->peak || may_be_due(s, r) || ca_config.sample_ms) alloc_rare(d, p, s);
 }
@@ -94,7 +99,7 @@ void ca_peak_on_alloc(ca_device_t *d, ca_block_t *b) {
 void ca_peak_on_free(ca_device_t *d, ca_block_t *b) {
   peak_dev_t *p = &peaks[d->ordinal];
   snap_t *s = &p->snap[CA_PEAK_ALLOCATED];
-  s->since++;
+  d->peak_since[CA_PEAK_ALLOCATED]++;
   const cudalloc_stat_t *a = &d->stats.allocated_bytes;
   if (may_be_due(s, a)) free_rare(d, p, s);
   if (!CA_DEBUG(sites_miss_frees)) ca_sitelive_add(ca_sitelive_of(d), b, -1);
@@ -106,7 +111,7 @@ static void catch_up(ca_device_t *d, ca_peak_kind_t k) {
   const cudalloc_stat_t *st = stat_of(d, k);
   snap_t *s = &peaks[d->ordinal].snap[k];
   uint64_t step = k == CA_PEAK_ALLOCATED ? peaks[d->ordinal].alloc_peak_step : ca_step_current();
-  if (st->current == st->peak && st->peak > 0 && (!s->any || s->taken_at != st->peak)) copy(d, s, st->current, step);
+  if (st->current == st->peak && st->peak > 0 && (!s->any || s->taken_at != st->peak)) copy(d, k, st->current, step);
 }
 
 bool ca_peak_get(ca_device_t *d, ca_peak_kind_t k, ca_peak_t *out) {

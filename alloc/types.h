@@ -219,6 +219,11 @@ struct ca_device_s {
   ca_fence_t *spare_fences;     /* recycled fences (fence.c) */
   int nspare_fences;
   cudalloc_stats_t stats;
+  /* The hooks' per-call state, here beside the stats (one base register
+   * for every count an allocation or free makes) rather than in their
+   * files' per-ordinal arrays: */
+  int64_t oom_step_peak;        /* oom.c: allocated bytes' peak since the step began */
+  uint64_t peak_since[2];       /* peak.c: frees (allocated) and allocations (reserved) since its copy */
 };
 
 /* Where ca_init stands (lifecycle.c moves it; ca_ready() reads it). */

@@ -129,6 +129,22 @@ Test(core_peak, the_amortized_copy_stays_within_its_precision) {
   for (int i = 0; i < SITES; i++) release(base[i]);
 }
 
+/* The amortization's count, exactly: with the 64 sites of the test above
+ * and a peak that creeps by 512 bytes (far below 1/64) at each free, the
+ * first free copies, and then every 64th free after a copy (the count of
+ * frees since the copy, peak_since in types.h, reaching the sites): the
+ * copies are at rounds 1, 65, 129 and 193. */
+Test(core_peak, the_amortized_copy_is_retaken_after_as_many_frees_as_sites) {
+  enum { SITES = 64, ROUNDS = 200 };
+  ca_site_live_t s[SITES + 2];
+  void *base[SITES];
+  for (int i = 0; i < SITES; i++) base[i] = alloc_at(SITE(10 + i), 64 * 1024);
+  for (int k = 1; k <= ROUNDS; k++) release(alloc_at(SITE(10), (size_t)512 * k));
+  ca_peak_t p = peak_of(CA_PEAK_ALLOCATED, s, SITES + 2);
+  cr_expect_eq(p.taken_at, SITES * 64 * 1024 + 512 * 193, "copied at %lld", (long long)p.taken_at);
+  for (int i = 0; i < SITES; i++) release(base[i]);
+}
+
 /* The report's lines, as docs/reports.md shows them. */
 Test(core_peak, the_report_lists_sites_biggest_first_with_their_share) {
   void *a = alloc_at(SITE_A, MiB), *b = alloc_at(SITE_B, 3 * MiB);
