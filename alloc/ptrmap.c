@@ -5,10 +5,10 @@
 
 #include <stdlib.h>
 
-static size_t slot_of(uintptr_t key, size_t cap) {
-  uint64_t h = (uint64_t)key >> 9;
-  h *= 0x9E3779B97F4A7C15ull;
-  return (size_t)(h >> 20) & (cap - 1);
+/* Fibonacci hashing: the product's top log2(cap) bits, so that no mask
+ * is needed (cap >= 1024; the keys' 9 zero bits only shift the product). */
+static size_t slot_of(uintptr_t key, unsigned shift) {
+  return (size_t)(((uint64_t)key * 0x9E3779B97F4A7C15ull) >> shift);
 }
 
 /* Out of line: an insertion that has room saves no registers. */
@@ -21,9 +21,10 @@ static __attribute__((noinline)) bool grow(ca_ptrmap_t *m) {
     free(vals);
     return false;
   }
+  unsigned shift = (unsigned)__builtin_clzll((unsigned long long)cap) + 1;
   for (size_t i = 0; i < m->cap; i++) {
     if (!m->keys[i]) continue;
-    size_t j = slot_of(m->keys[i], cap);
+    size_t j = slot_of(m->keys[i], shift);
     while (keys[j]) j = (j + 1) & (cap - 1);
     keys[j] = m->keys[i];
     vals[j] = m->vals[i];
@@ -33,13 +34,14 @@ static __attribute__((noinline)) bool grow(ca_ptrmap_t *m) {
   m->keys = keys;
   m->vals = vals;
   m->cap = cap;
+  m->shift = shift;
   return true;
 }
 
 bool ca_ptrmap_insert(ca_ptrmap_t *m, ca_block_t *b) {
   ca_assert(b->addr != 0);   /* 0 marks an empty slot */
   if ((m->count + 1) * 2 > m->cap && !grow(m)) return false;
-  size_t i = slot_of(b->addr, m->cap);
+  size_t i = slot_of(b->addr, m->shift);
   while (m->keys[i]) i = (i + 1) & (m->cap - 1);
   m->keys[i] = b->addr;
   m->vals[i] = b;
@@ -47,9 +49,10 @@ bool ca_ptrmap_insert(ca_ptrmap_t *m, ca_block_t *b) {
   return true;
 }
 
+/* addr 0 finds an empty slot, whose value is NULL: no test for it. */
 static inline size_t find_slot(const ca_ptrmap_t *m, uintptr_t addr) {
-  if (!m->cap || !addr) return SIZE_MAX;
-  for (size_t i = slot_of(addr, m->cap);; i = (i + 1) & (m->cap - 1)) {
+  if (!m->cap) return SIZE_MAX;
+  for (size_t i = slot_of(addr, m->shift);; i = (i + 1) & (m->cap - 1)) {
     if (m->keys[i] == addr) return i;
     if (!m->keys[i]) return SIZE_MAX;
   }
@@ -71,7 +74,7 @@ __attribute__((always_inline)) inline void ca_ptrmap_remove_slot(ca_ptrmap_t *m,
   ca_assert(i < m->cap && m->keys[i]);
   /* Shift later members of the probe run back so no gap breaks a lookup. */
   for (size_t j = (i + 1) & (m->cap - 1); m->keys[j]; j = (j + 1) & (m->cap - 1)) {
-    size_t home = slot_of(m->keys[j], m->cap);
+    size_t home = slot_of(m->keys[j], m->shift);
     bool movable = (j > i) ? (home <= i || home > j) : (home <= i && home > j);
     if (!movable) continue;
     m->keys[i] = m->keys[j];
@@ -85,9 +88,8 @@ __attribute__((always_inline)) inline void ca_ptrmap_remove_slot(ca_ptrmap_t *m,
 
 ca_block_t *ca_ptrmap_remove(ca_ptrmap_t *m, uintptr_t addr) {
   size_t i = find_slot(m, addr);
-  if (i == SIZE_MAX) return NULL;
-  ca_block_t *b = m->vals[i];
-  ca_ptrmap_remove_slot(m, i);
+  ca_block_t *b = i == SIZE_MAX ? NULL : m->vals[i];
+  if (b) ca_ptrmap_remove_slot(m, i);   /* NULL: not found, or addr 0 found an empty slot */
   return b;
 }
 
@@ -97,4 +99,5 @@ void ca_ptrmap_free(ca_ptrmap_t *m) {
   m->keys = NULL;
   m->vals = NULL;
   m->cap = m->count = 0;
+  m->shift = 0;
 }

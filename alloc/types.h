@@ -99,8 +99,9 @@ _Static_assert((CA_MIN_BLOCK & (CA_MIN_BLOCK - 1)) == 0, "block sizes round by m
 /* Live blocks by address (ptrmap.c): open addressing, 0 marks empty. */
 typedef struct ca_ptrmap_s {
   uintptr_t *keys;
-  ca_block_t **vals;
+  ca_block_t **vals;            /* NULL where keys is 0 (empty) */
   size_t cap, count;
+  unsigned shift;               /* 64 - log2(cap): a hash's top bits are its slot (ptrmap.c) */
 } ca_ptrmap_t;
 
 /* One physical handle of the expandable pools: `pages` pages, created at

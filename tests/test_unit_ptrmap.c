@@ -30,6 +30,20 @@ static size_t home_of(size_t i) {
   return slot;
 }
 
+/* The slot key 0 hashes to: in an empty map (of the initial capacity)
+ * its lookup stops at once, at its home, which is empty and so "holds" 0;
+ * the map's own answer, so that the tests do not copy the hash. */
+static size_t home_of_zero(void) {
+  ca_ptrmap_t m = {0};
+  cr_assert(ca_ptrmap_insert(&m, blk(0)));   /* the initial capacity */
+  ca_ptrmap_remove(&m, blk(0)->addr);
+  size_t slot = SIZE_MAX;
+  ca_ptrmap_get_slot(&m, 0, &slot);
+  ca_ptrmap_free(&m);
+  cr_assert_lt(slot, 1024, "0's lookup stops at its home");
+  return slot;
+}
+
 /* n blocks whose keys share one home slot (the home, if want_home >= 0). */
 static void colliding(int n, long want_home, size_t *out) {
   long home = want_home;
@@ -177,5 +191,24 @@ Test(unit_ptrmap, a_lookup_remembers_its_slot_for_the_removal) {
   cr_assert_null(ca_ptrmap_get(&m, blk(keys[0])->addr));
   cr_assert_eq(m.count, 2);
   assert_holds(&m, keys + 1, 2, "after removing the chain's head by its slot");
+  ca_ptrmap_free(&m);
+}
+
+/* Key 0 has no test of its own (ptrmap.c): its lookup ends at an empty
+ * slot, whose value is NULL, in an empty map, a sparse one and one whose
+ * chain covers the slot 0 hashes to; a removal of 0 removes nothing. */
+Test(unit_ptrmap, zero_finds_an_empty_slot_and_removes_nothing) {
+  ca_ptrmap_t m = {0};
+  size_t slot = 0;
+  cr_assert_null(ca_ptrmap_get_slot(&m, 0, &slot), "an empty map");
+  cr_assert_null(ca_ptrmap_remove(&m, 0));
+  size_t keys[3];
+  colliding(3, (long)home_of_zero(), keys);   /* a chain from the slot 0 hashes to */
+  for (int k = 0; k < 3; k++) cr_assert(ca_ptrmap_insert(&m, blk(keys[k])));
+  cr_assert_null(ca_ptrmap_get(&m, 0));
+  cr_assert_null(ca_ptrmap_get_slot(&m, 0, &slot));
+  cr_assert_null(ca_ptrmap_remove(&m, 0));
+  cr_assert_eq(m.count, 3, "nothing removed");
+  assert_holds(&m, keys, 3, "after looking up and removing 0");
   ca_ptrmap_free(&m);
 }
