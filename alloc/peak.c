@@ -12,10 +12,10 @@
 #include "step.h"
 #include "track.h"
 
+/* A copy; where it was taken (taken_at) is the device's peak_taken. */
 typedef struct snap_s {
-  bool any;                     /* a copy was taken */
   bool sorted;
-  int64_t taken_at, live;
+  int64_t live;
   uint64_t step;
   size_t n, cap;
   ca_site_live_t *sites;
@@ -27,9 +27,13 @@ typedef struct peak_dev_s {
 } peak_dev_t;
 
 static peak_dev_t peaks[CA_MAX_DEVICES];
-/* Frees (allocated) or allocations (reserved) since the copy: counted on
- * the device (types.h), where every free and allocation counts anyway. */
+/* Kept on the device (types.h), addressed from the base its stats use, so
+ * that the test each allocation and free makes touches nothing else: the
+ * value each copy was taken at (0: none; a copy is of a peak above 0), and
+ * the frees (allocated) or allocations (reserved) since. A device is made
+ * anew (calloc) after every ca_peak_forget: both start at 0 with it. */
 _Static_assert(sizeof ((ca_device_t *)0)->peak_since / sizeof(uint64_t) == CA_PEAK_KINDS, "a count per kind");
+_Static_assert(sizeof ((ca_device_t *)0)->peak_taken / sizeof(int64_t) == CA_PEAK_KINDS, "a copy per kind");
 /* A fork child's view of its parent's copies: kept reachable, never used. */
 static peak_dev_t abandoned[CA_MAX_DEVICES];
 
@@ -39,10 +43,11 @@ static cudalloc_stat_t *stat_of(ca_device_t *d, ca_peak_kind_t k) {
 
 /* The amortization of peak.h: a copy costs O(sites), paid for by the
  * `since` operations before it, or by a rise of 1/64. */
-static bool due(const snap_t *s, int64_t peak, uint64_t since, size_t sites) {
-  if (!s->any) return true;
-  if (peak <= s->taken_at) return false;
-  return peak - s->taken_at >= s->taken_at / 64 || since >= sites;
+static bool due(const ca_device_t *d, ca_peak_kind_t k, int64_t peak) {
+  int64_t taken = d->peak_taken[k];
+  if (!taken) return true;
+  if (peak <= taken) return false;
+  return peak - taken >= taken / 64 || d->peak_since[k] >= ca_sitelive_of(d)->used;
 }
 
 static void copy(ca_device_t *d, ca_peak_kind_t k, int64_t value, uint64_t step) {
@@ -57,8 +62,8 @@ static void copy(ca_device_t *d, ca_peak_kind_t k, int64_t value, uint64_t step)
   }
   s->n = ca_sitelive_copy(t, s->sites);
   s->sorted = false;
-  s->any = true;
-  s->taken_at = value;
+  ca_assert(value > 0);
+  d->peak_taken[k] = value;
   s->live = d->stats.allocated_bytes.current;
   s->step = step;
   d->peak_since[k] = 0;
@@ -67,41 +72,36 @@ static void copy(ca_device_t *d, ca_peak_kind_t k, int64_t value, uint64_t step)
 /* What an allocation or a free may have to do besides counting: out of
  * line, so that the common case (no peak reached, no sampling) makes no
  * call and saves no registers. */
-static __attribute__((noinline)) void alloc_rare(ca_device_t *d, peak_dev_t *p, snap_t *s) {
+static __attribute__((noinline)) void alloc_rare(ca_device_t *d) {
   const cudalloc_stat_t *a = &d->stats.allocated_bytes, *r = &d->stats.reserved_bytes;
-  if (a->current == a->peak) p->alloc_peak_step = ca_step_current();
-  if (r->current == r->peak && due(s, r->peak, d->peak_since[CA_PEAK_RESERVED], ca_sitelive_of(d)->used))
-    copy(d, CA_PEAK_RESERVED, r->current, ca_step_current());
+  if (a->current == a->peak) peaks[d->ordinal].alloc_peak_step = ca_step_current();
+  if (r->current == r->peak && due(d, CA_PEAK_RESERVED, r->peak)) copy(d, CA_PEAK_RESERVED, r->current, ca_step_current());
   if (ca_config.sample_ms) ca_creep_tick(d);
 }
 
-static __attribute__((noinline)) void free_rare(ca_device_t *d, peak_dev_t *p, snap_t *s) {
+static __attribute__((noinline)) void free_rare(ca_device_t *d) {
   const cudalloc_stat_t *a = &d->stats.allocated_bytes;
-  if (a->current == a->peak && due(s, a->peak, d->peak_since[CA_PEAK_ALLOCATED], ca_sitelive_of(d)->used))
-    copy(d, CA_PEAK_ALLOCATED, a->current, p->alloc_peak_step);
+  if (due(d, CA_PEAK_ALLOCATED, a->peak)) copy(d, CA_PEAK_ALLOCATED, a->current, peaks[d->ordinal].alloc_peak_step);
 }
 
 /* A copy may be due only at a peak above the copy's (due()): reserved
- * memory stays at its peak for long, with its copy taken. */
-static bool may_be_due(const snap_t *s, const cudalloc_stat_t *st) {
-  return st->current == st->peak && (!s->any || st->peak > s->taken_at);
+ * memory stays at its peak for long, with its copy taken. st->current is
+ * above 0 here (the block allocated or being freed counts in it), so a
+ * peak_taken of 0 (no copy) is always below it. */
+static bool may_be_due(const ca_device_t *d, ca_peak_kind_t k, const cudalloc_stat_t *st) {
+  return st->current == st->peak && st->current > d->peak_taken[k];
 }
 
 void ca_peak_on_alloc(ca_device_t *d, ca_block_t *b) {
   ca_sitelive_add(ca_sitelive_of(d), b, +1);
-  peak_dev_t *p = &peaks[d->ordinal];
-  snap_t *s = &p->snap[CA_PEAK_RESERVED];
   d->peak_since[CA_PEAK_RESERVED]++;
   const cudalloc_stat_t *a = &d->stats.allocated_bytes, *r = &d->stats.reserved_bytes;
-  if (a->current == a->peak || may_be_due(s, r) || ca_config.sample_ms) alloc_rare(d, p, s);
+  if (a->current == a->peak || may_be_due(d, CA_PEAK_RESERVED, r) || ca_config.sample_ms) alloc_rare(d);
 }
 
 void ca_peak_on_free(ca_device_t *d, ca_block_t *b) {
-  peak_dev_t *p = &peaks[d->ordinal];
-  snap_t *s = &p->snap[CA_PEAK_ALLOCATED];
   d->peak_since[CA_PEAK_ALLOCATED]++;
-  const cudalloc_stat_t *a = &d->stats.allocated_bytes;
-  if (may_be_due(s, a)) free_rare(d, p, s);
+  if (may_be_due(d, CA_PEAK_ALLOCATED, &d->stats.allocated_bytes)) free_rare(d);
   if (!CA_DEBUG(sites_miss_frees)) ca_sitelive_add(ca_sitelive_of(d), b, -1);
   if (ca_config.sample_ms) ca_creep_tick(d);
 }
@@ -109,26 +109,24 @@ void ca_peak_on_free(ca_device_t *d, ca_block_t *b) {
 /* While d is at its peak, the copy is made exact. */
 static void catch_up(ca_device_t *d, ca_peak_kind_t k) {
   const cudalloc_stat_t *st = stat_of(d, k);
-  snap_t *s = &peaks[d->ordinal].snap[k];
   uint64_t step = k == CA_PEAK_ALLOCATED ? peaks[d->ordinal].alloc_peak_step : ca_step_current();
-  if (st->current == st->peak && st->peak > 0 && (!s->any || s->taken_at != st->peak)) copy(d, k, st->current, step);
+  if (st->current == st->peak && st->peak > 0 && d->peak_taken[k] != st->peak) copy(d, k, st->current, step);
 }
 
 bool ca_peak_get(ca_device_t *d, ca_peak_kind_t k, ca_peak_t *out) {
   catch_up(d, k);
   snap_t *s = &peaks[d->ordinal].snap[k];
-  if (!s->any) return false;
+  if (!d->peak_taken[k]) return false;
   if (!s->sorted) ca_sitelive_sort(s->sites, s->n);
   s->sorted = true;
-  *out = (ca_peak_t){stat_of(d, k)->peak, s->taken_at, s->live, s->step, s->n, s->sites};
+  *out = (ca_peak_t){stat_of(d, k)->peak, d->peak_taken[k], s->live, s->step, s->n, s->sites};
   return true;
 }
 
 void ca_peak_reset(ca_device_t *d) {
   for (int k = 0; k < CA_PEAK_KINDS; k++) {
-    snap_t *s = &peaks[d->ordinal].snap[k];
-    s->any = false;
-    s->n = 0;
+    peaks[d->ordinal].snap[k].n = 0;
+    d->peak_taken[k] = 0;
   }
   peaks[d->ordinal].alloc_peak_step = ca_step_current();
 }

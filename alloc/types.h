@@ -224,6 +224,7 @@ struct ca_device_s {
    * for every count an allocation or free makes) rather than in their
    * files' per-ordinal arrays: */
   int64_t oom_step_peak;        /* oom.c: allocated bytes' peak since the step began */
+  int64_t peak_taken[2];        /* peak.c: where its copies (allocated, reserved) were taken; 0: none */
   uint64_t peak_since[2];       /* peak.c: frees (allocated) and allocations (reserved) since its copy */
 };
 
