@@ -34,13 +34,14 @@ static __attribute__((noinline)) bool grow(ca_ptrmap_t *m) {
   m->keys = keys;
   m->vals = vals;
   m->cap = cap;
+  m->grow_at = cap / 2;
   m->shift = shift;
   return true;
 }
 
 bool ca_ptrmap_insert(ca_ptrmap_t *m, ca_block_t *b) {
   ca_assert(b->addr != 0);   /* 0 marks an empty slot */
-  if ((m->count + 1) * 2 > m->cap && !grow(m)) return false;
+  if (m->count >= m->grow_at && !grow(m)) return false;   /* at most half full */
   size_t i = slot_of(b->addr, m->shift);
   while (m->keys[i]) i = (i + 1) & (m->cap - 1);
   m->keys[i] = b->addr;
@@ -98,6 +99,6 @@ void ca_ptrmap_free(ca_ptrmap_t *m) {
   free(m->vals);
   m->keys = NULL;
   m->vals = NULL;
-  m->cap = m->count = 0;
+  m->cap = m->count = m->grow_at = 0;
   m->shift = 0;
 }

@@ -101,6 +101,7 @@ typedef struct ca_ptrmap_s {
   uintptr_t *keys;
   ca_block_t **vals;            /* NULL where keys is 0 (empty) */
   size_t cap, count;
+  size_t grow_at;               /* count that makes it grow first: half of cap (0: none yet) */
   unsigned shift;               /* 64 - log2(cap): a hash's top bits are its slot (ptrmap.c) */
 } ca_ptrmap_t;
 
