@@ -101,16 +101,23 @@ Test(core_peak, the_step_is_where_the_peak_was_reached) {
   cr_assert_eq(p.peak, 2 * MiB);
 }
 
+enum { SITES = 64, ROUNDS = 200 };
+
+/* 64 KiB live at each of SITES sites, then ROUNDS blocks, each freed at
+ * once and 512 bytes bigger than the one before. */
+static void creep_up(void *base[SITES]) {
+  for (int i = 0; i < SITES; i++) base[i] = alloc_at(SITE(10 + i), 64 * 1024);
+  for (int k = 1; k <= ROUNDS; k++) release(alloc_at(SITE(10), (size_t)512 * k));
+}
+
 /* The amortized copy: a peak that creeps up by 512 bytes between frees,
  * with 64 sites live, is copied about once in 64 frees, never further than
  * 1/64 below the peak; the report says where it was taken; once the
  * program is at a peak when the report is asked for, it is exact again. */
 Test(core_peak, the_amortized_copy_stays_within_its_precision) {
-  enum { SITES = 64, ROUNDS = 200 };
   ca_site_live_t s[SITES + 2];
   void *base[SITES];
-  for (int i = 0; i < SITES; i++) base[i] = alloc_at(SITE(10 + i), 64 * 1024);
-  for (int k = 1; k <= ROUNDS; k++) release(alloc_at(SITE(10), (size_t)512 * k));
+  creep_up(base);
   ca_peak_t p = peak_of(CA_PEAK_ALLOCATED, s, SITES + 2);
   cr_assert_eq(p.peak, SITES * 64 * 1024 + 512 * ROUNDS);
   cr_expect_lt(p.taken_at, p.peak, "every free copied: the copy is not amortized");
@@ -135,11 +142,9 @@ Test(core_peak, the_amortized_copy_stays_within_its_precision) {
  * frees since the copy, peak_since in types.h, reaching the sites): the
  * copies are at rounds 1, 65, 129 and 193. */
 Test(core_peak, the_amortized_copy_is_retaken_after_as_many_frees_as_sites) {
-  enum { SITES = 64, ROUNDS = 200 };
   ca_site_live_t s[SITES + 2];
   void *base[SITES];
-  for (int i = 0; i < SITES; i++) base[i] = alloc_at(SITE(10 + i), 64 * 1024);
-  for (int k = 1; k <= ROUNDS; k++) release(alloc_at(SITE(10), (size_t)512 * k));
+  creep_up(base);
   ca_peak_t p = peak_of(CA_PEAK_ALLOCATED, s, SITES + 2);
   cr_expect_eq(p.taken_at, SITES * 64 * 1024 + 512 * 193, "copied at %lld", (long long)p.taken_at);
   for (int i = 0; i < SITES; i++) release(base[i]);
