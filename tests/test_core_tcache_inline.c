@@ -1,0 +1,123 @@
+/* The fronts' inline tries (tcache.h: ca_tcache_hit_inline,
+ * ca_tcache_give_inline) make the full try's checks without a call: the
+ * request's device against its stream's, roundup_power2_divisions' rounding,
+ * a capture underway. The inline hit runs only where the stack memo knows
+ * the call site (track:stack, the default), which the front-cache suites'
+ * track:caller never reaches: here each check is reached through it, and
+ * each test fails with its check taken out of the inline try (the device
+ * compare, the divisions test, the capture count). */
+#include <criterion/criterion.h>
+
+#include "tcache_testing.h"
+
+TestSuite(core_tcache_inline, .fini = tcache_fini);
+
+#define SMALL 1000   /* a small class, cached whole */
+
+/* One allocating call site (never inlined, never a tail call), so that a
+ * cached block's site is the next request's. */
+static __attribute__((noinline)) CUresult alloc_at(int dev, void **p, size_t size, ca_stream_t s) {
+  CUresult rc = ca_malloc_on(dev, p, size, s, CA_ALLOC_ASYNC, __builtin_return_address(0));
+  __asm__ volatile("" ::: "memory");
+  return rc;
+}
+
+typedef struct {
+  int dev_last;            /* the last request's device (-1: the stream's) */
+  void (*before_last)(void);
+} last_t;
+
+static void no_hook(void) {}
+
+/* r, as the compiler cannot know it to be: no test of the round is then
+ * threaded through the request, which stays one call site (a copy of the
+ * call for the last round would be another stack, and another site). */
+static int opaque(int r) {
+  __asm__ volatile("" : "+r"(r));
+  return r;
+}
+
+/* n requests of size on s from one stack, each but the last freed at once
+ * on s: the last one's answer, *p, and whether it was a front-cache hit.
+ * The memo must have answered the last one (else the inline try did not
+ * run, and the test would prove nothing). */
+static __attribute__((noinline)) CUresult cycle(ca_stream_t s, size_t size, int n, last_t last, void **p, bool *hit) {
+  CUresult rc = CUDA_SUCCESS;
+  uint64_t hits = 0, memo = 0;
+  for (int r = 0; r < n; r++) {
+    int dev = -1;
+    void (*hook)(void) = no_hook;
+    if (opaque(r) == n - 1) {
+      dev = last.dev_last;
+      if (last.before_last) hook = last.before_last;
+    }
+    hook();
+    hits = ca_debug.tcache_hits, memo = ca_debug.stackwalk_memo_hits;
+    *p = NULL;
+    rc = alloc_at(dev, p, size, s);
+    if (opaque(r) != n - 1) cr_assert_eq(ca_free(*p, s), CUDA_SUCCESS, "round %d", r);
+  }
+  cr_assert_gt(ca_debug.stackwalk_memo_hits, memo, "the memo knew the last request's stack: the inline try ran");
+  *hit = ca_debug.tcache_hits - hits == 1;
+  return rc;
+}
+
+Test(core_tcache_inline, an_explicit_device_gets_no_hit_from_another_devices_stream) {
+  core_start("sim_events:auto,sim_devices:2");
+  ca_stream_t s1 = stream_of_device_1();
+  void *p;
+  bool hit;
+  cr_assert_eq(cycle(s1, SMALL, 5, (last_t){1, NULL}, &p, &hit), CUDA_SUCCESS);
+  cr_assert(hit, "its own device's request hits");
+  cr_assert_eq(ca_free(p, s1), CUDA_SUCCESS);
+  cr_assert_eq(cycle(s1, SMALL, 5, (last_t){0, NULL}, &p, &hit), CUDA_ERROR_INVALID_HANDLE, "device 0 on device 1's stream");
+  cr_assert_not(hit, "no hit for the wrong device");
+  cr_assert_null(p);
+  CHECK_CONSISTENT();
+}
+
+/* With divisions the inline try leaves the class to the full try: the hit
+ * is in the rounded size's class (33,000 bytes round to 40 KiB by fourths
+ * of the octave), where the plain rounding's class (32.5 KiB) holds none. */
+Test(core_tcache_inline, roundup_power2_divisions_hits_in_the_rounded_class) {
+  core_start("sim_events:auto,roundup_power2_divisions:4");
+  ca_stream_t a = new_stream();
+  void *p;
+  bool hit;
+  cr_assert_eq(cycle(a, 33000, 5, (last_t){-1, NULL}, &p, &hit), CUDA_SUCCESS);
+  cr_assert(hit, "the request hits in its rounded class");
+  cr_assert_eq(stats0().allocated_bytes.current, 40 << 10);
+  free_on(p, a);
+  CHECK_CONSISTENT();
+}
+
+static void capture_begin_now(void) { ca_capture_begin(); }
+
+/* During a capture the frees are held back and the cache is not used: a
+ * block freed then is not cached, and a request then gets no hit. */
+Test(core_tcache_inline, a_capture_stops_the_inline_free) {
+  core_start("sim_events:auto");
+  ca_stream_t a = new_stream();
+  void *p;
+  bool hit;
+  cr_assert_eq(cycle(a, SMALL, 5, (last_t){-1, NULL}, &p, &hit), CUDA_SUCCESS);
+  cr_assert(hit);
+  int64_t cached = cached_bytes();
+  ca_capture_begin();
+  free_on(p, a);
+  cr_assert_eq(cached_bytes(), cached, "the free during the capture went to the core");
+  ca_capture_end();
+  CHECK_CONSISTENT();
+}
+
+Test(core_tcache_inline, a_capture_stops_the_inline_hit) {
+  core_start("sim_events:auto");
+  ca_stream_t a = new_stream();
+  void *p;
+  bool hit;
+  cr_assert_eq(cycle(a, SMALL, 5, (last_t){-1, capture_begin_now}, &p, &hit), CUDA_SUCCESS);
+  cr_assert_not(hit, "no hit during a capture");
+  free_on(p, a);
+  ca_capture_end();
+  CHECK_CONSISTENT();
+}
