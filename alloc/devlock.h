@@ -27,10 +27,11 @@
 #include <stdbool.h>
 
 #include "debug.h"
+#include "tsan.h"
 
 /* CA_DEVLOCK_BARE: the lock's own suite, where TSan must check its atomics
  * (an annotated mutex's are ignored). */
-#if defined(__SANITIZE_THREAD__) && !defined(CA_DEVLOCK_BARE)
+#if defined(CA_TSAN) && !defined(CA_DEVLOCK_BARE)
 #include <sanitizer/tsan_interface.h>
 #define CA_DEVLOCK_TSAN(call) call
 #else

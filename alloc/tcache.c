@@ -60,6 +60,7 @@
 #include "tcache_lock.h"
 #include "trace.h"
 #include "track.h"
+#include "tsan.h"
 
 #define CA_TCACHE_SMALL_CLASSES (CA_TCACHE_MAX_SIZE / CA_MIN_BLOCK)   /* exact: one size each */
 /* Above CA_TCACHE_MAX_SIZE, 8 classes per octave up to CA_TCACHE_LARGE_MAX
@@ -162,7 +163,7 @@ static __thread ca_tcache_t *mine;
 /* A count's only writer is the cache's holder (its owner, or a flusher
  * holding it): a plain read of the old value, which lets the compiler add
  * from memory, and a release store for the readers. */
-#if defined(__x86_64__) && !defined(__SANITIZE_THREAD__)
+#if defined(__x86_64__) && !defined(CA_TSAN)
 /* On x86-64 one add to memory (its store is single-copy atomic and, as
  * every store, released in program order; volatile keeps the compiler's
  * order of the bumps, hits last): where the plain read, the add and the

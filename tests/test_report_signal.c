@@ -4,6 +4,7 @@
  * core's test build, then preloaded under a C program and a Python one. */
 #include "core_testing.h"
 #include "test_shim.h"
+#include "tsan.h"
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -103,7 +104,7 @@ Test(report_signal, a_front_cache_hit_and_a_cached_free_write_the_reports) {
  * witness: the TSan run of the test above shows the real handler makes no
  * such call. */
 Test(report_signal, a_handler_that_writes_is_caught) {
-#if defined(__SANITIZE_THREAD__)
+#if defined(CA_TSAN)
   cr_skip_test("ThreadSanitizer itself ends a handler that allocates (the planted fault)");
 #endif
   char dir[64], conf[256], json[128], sink[64 * 1024];
