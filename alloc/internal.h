@@ -10,7 +10,7 @@
  * include that goes sideways or upwards (a cycle needs one).
  *
  * include-order:
- *   env calm
+ *   env calm tsan
  *   rank
  *   log
  *   config jemalloc_private oom_verdict
