@@ -196,8 +196,11 @@ static void *hold_device(void *arg) {
 /* Forks while another thread holds device 0's lock; the child runs the
  * core's fork handler (as the shim's pthread_atfork does) when
  * run_handler, then allocates and frees on the device, under an alarm of
- * alarm_s seconds that ends it if it hangs. Returns the child's status. */
-static int child_status_with_the_lock_held(bool run_handler, unsigned alarm_s) {
+ * alarm_s seconds from its allocation's start that ends it if it hangs
+ * (5 s for what comes before). Returns the child's status; *reached: the
+ * child got as far as its allocation (it says so through a pipe), so that
+ * an alarm means a hang there, not a slow start. */
+static int child_status_with_the_lock_held(bool run_handler, unsigned alarm_s, bool *reached) {
   SKIP_ON_CUDA("a CUDA context does not survive fork()");
   core_start(NULL);
   ca_device_t *d;
@@ -206,18 +209,27 @@ static int child_status_with_the_lock_held(bool run_handler, unsigned alarm_s) {
   pthread_t t;
   cr_assert_eq(pthread_create(&t, NULL, hold_device, &h), 0);
   while (!__atomic_load_n(&h.held, __ATOMIC_ACQUIRE)) sleep_ms(1);
+  int fds[2];
+  cr_assert_eq(pipe(fds), 0);
   pid_t pid = fork();
   cr_assert_geq(pid, 0);
   if (pid == 0) {
-    alarm(alarm_s);
+    close(fds[0]);
+    alarm(5);
     if (run_handler) {
       ca_fork_child();
       if (cudalloc_init("backend:sim") != cudaSuccess) _exit(3);
     }
+    if (write(fds[1], "a", 1) != 1) _exit(5);
+    alarm(alarm_s);
     void *p;
     if (cudalloc_malloc(&p, 1 << 20, 0) != cudaSuccess || cudalloc_free(p, 0) != cudaSuccess) _exit(4);
     _exit(0);
   }
+  close(fds[1]);
+  char c;
+  *reached = read(fds[0], &c, 1) == 1;
+  close(fds[0]);
   int status;
   cr_assert_eq(waitpid(pid, &status, 0), pid);
   __atomic_store_n(&h.let_go, 1, __ATOMIC_RELEASE);
@@ -227,15 +239,19 @@ static int child_status_with_the_lock_held(bool run_handler, unsigned alarm_s) {
 }
 
 Test(core_devlock, a_fork_child_allocates_while_the_parent_held_the_lock) {
-  int status = child_status_with_the_lock_held(true, 5);
+  bool reached;
+  int status = child_status_with_the_lock_held(true, 5, &reached);
+  cr_assert(reached, "the child got to its allocation");
   cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child allocated and freed (status %d)", status);
 }
 
 /* The bound above works: a child that keeps the parent's device (no fork
  * handler) waits on the lock the parent's other thread held, and the alarm
- * ends it: a shorter one, since the child reaches the lock at once (the
- * first allocation takes it) and only its hang is waited for. */
+ * ends it: a shorter one, started when the child has got to its allocation
+ * (which takes the lock at once), since only its hang is waited for. */
 Test(core_devlock, a_child_that_keeps_the_parents_device_hangs_on_its_lock) {
-  int status = child_status_with_the_lock_held(false, 1);
+  bool reached;
+  int status = child_status_with_the_lock_held(false, 1, &reached);
+  cr_assert(reached, "the child got to its allocation");
   cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM, "the child hung until its alarm (status %d)", status);
 }
