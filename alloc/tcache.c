@@ -821,9 +821,7 @@ void ca_tcache_fold(const ca_device_t *d, cudalloc_stats_t *s) {
     s->num_allocs.current += h.hits, s->num_allocs.total += h.hits;
     s->num_frees.current += h.frees, s->num_frees.total += h.frees;
   }
-  pthread_mutex_unlock(&registry.lock);
-  if (s->num_allocs.current > s->num_allocs.peak) s->num_allocs.peak = s->num_allocs.current;
-  if (s->num_frees.current > s->num_frees.peak) s->num_frees.peak = s->num_frees.current;
+  pthread_mutex_unlock(&registry.lock);   /* the counts that never fall: their peaks are the snapshot's (stats.c) */
 }
 
 void ca_tcache_quiesce(void) {
