@@ -29,6 +29,7 @@
 #include "ptrmap.h"
 #include "segments.h"
 #include "settle.h"
+#include "siblings.h"
 #include "slack.h"
 #include "streamdev.h"
 #include "streams.h"
@@ -48,10 +49,13 @@ static ca_block_t *grow_and_take(ca_device_t *d, size_t rounded, ca_stream_t str
   return *rc ? NULL : take(d, rounded, stream);
 }
 
+/* The threshold is the ordinal's (all its arenas'): d gives back what the
+ * ordinal holds above it, as far as d's own reserved memory goes. */
 static void collect_garbage(ca_device_t *d) {
   double thr = ca_config.gc_threshold;
   size_t target = (size_t)(thr * (double)d->limit);
-  if (thr > 0 && (size_t)d->stats.reserved_bytes.current > target) ca_trim(d, target);
+  size_t all = ca_arena_reserved(d), own = (size_t)d->stats.reserved_bytes.current;
+  if (thr > 0 && all > target) ca_trim(d, own > all - target ? own - (all - target) : 0);
 }
 
 /* Blocks given back by front caches wait in their streams' queues: the
@@ -86,6 +90,15 @@ static ca_block_t *slow_path(ca_device_t *d, size_t rounded, ca_stream_t stream,
     if ((b = take(d, rounded, stream)) || (b = grow_and_take(d, rounded, stream, rc))) return b;
   }
   if (ca_trim(d, 0) && (b = grow_and_take(d, rounded, stream, rc))) return b;
+  /* The ordinal's cap is every arena's: what the siblings cache, each in
+   * turn, with d's lock let go meanwhile. Other threads may have freed into
+   * d or taken from it then (nothing of this path's is held across), or
+   * torn it down (a device reset: no retry on a device that is gone). */
+  bool gone = true;
+  if (ca_config.arenas > 1 && (ca_siblings_squeeze(d, &gone), !gone)) {
+    *rc = CUDA_SUCCESS;
+    if ((b = take(d, rounded, stream)) || (b = grow_and_take(d, rounded, stream, rc))) return b;
+  }
   if (!*rc) *rc = CUDA_ERROR_OUT_OF_MEMORY;
   return NULL;
 }
@@ -111,6 +124,7 @@ static CUresult out_of_memory(ca_device_t *d, size_t size, CUresult rc) {
   ca_stat_add(&d->stats.num_ooms, 1);
   ca_trace_mem(d, CA_EV_OOM, 0, size);
   ca_oom_report(d, size, rc);
+  d->sibling_allocated = d->sibling_pending = 0;   /* the next report's come from its own squeeze */
   return rc;
 }
 
@@ -123,7 +137,9 @@ static CUresult device_of(int dev, ca_stream_t stream, ca_device_t **out) {
     if (rc) return rc;
     if (dev >= 0 && sdev != dev) return CUDA_ERROR_INVALID_HANDLE;
   }
-  return ca_device_get(sdev, out);
+  CUresult rc = ca_device_get(sdev, out);
+  if (__builtin_expect(ca_config.arenas > 1, 0) && !rc) *out = ca_siblings_route(*out, stream);
+  return rc;
 }
 
 static CUresult malloc_core(int dev, void **ptr, size_t size, ca_stream_t stream, ca_alloc_kind_t kind,

@@ -13,6 +13,7 @@
 #include "peak.h"
 #include "pinned.h"
 #include "report.h"
+#include "siblings.h"
 #include "stats.h"
 #include "step.h"
 #include "tcache.h"
@@ -133,10 +134,10 @@ static void end_step(int source) {
 
 void cudalloc_step(void) { end_step(CA_MARK_API); }
 
-/* Device dev, ready and locked; NULL when cudalloc holds nothing on it. */
-static ca_device_t *lock_ready(int dev) {
+/* Arena k of device dev, ready and locked; NULL when cudalloc holds nothing there. */
+static ca_device_t *lock_ready(int dev, int k) {
   if (dev < 0 || dev >= ca_state.ndevices) return NULL;
-  ca_device_t *d = __atomic_load_n(&ca_state.devices[dev], __ATOMIC_ACQUIRE);
+  ca_device_t *d = ca_arena_at(dev, k);
   if (!d) return NULL;
   ca_devlock_take(&d->lock);
   if (d->ready) return d;
@@ -144,19 +145,30 @@ static ca_device_t *lock_ready(int dev) {
   return NULL;
 }
 
+_Static_assert(CA_SYNC_ARENAS == CA_MAX_ARENAS, "a synchronization's mark per arena");
+
+/* Each arena marks what was freed before the synchronization, one at a
+ * time (a block freed meanwhile in an arena marked already waits for the
+ * next one, as a free after the call would). */
 ca_sync_token_t ca_device_sync_begin(void) {
   ca_sync_token_t t = {.dev = -1};
-  ca_device_t *d = ca_ready() && ca_state.be->get_device(&t.dev) == CUDA_SUCCESS ? lock_ready(t.dev) : NULL;
-  if (!d) return (ca_sync_token_t){.dev = -1};
-  t.seq = ca_fences_sync_begin(d);
-  ca_devlock_release(&d->lock);
-  return t;
+  if (!ca_ready() || ca_state.be->get_device(&t.dev) != CUDA_SUCCESS) return (ca_sync_token_t){.dev = -1};
+  bool any = false;
+  for (int k = 0; k < (int)ca_config.arenas; k++) {
+    ca_device_t *d = lock_ready(t.dev, k);
+    if (!d) continue;
+    t.seq[k] = ca_fences_sync_begin(d);
+    ca_devlock_release(&d->lock);
+    any = true;
+  }
+  return any ? t : (ca_sync_token_t){.dev = -1};
 }
 
 void ca_stream_sync_end(ca_sync_token_t t, bool ok) {
-  ca_device_t *d = t.seq ? lock_ready(t.dev) : NULL;
-  if (d) {
-    ca_fences_sync_end(d, t.seq, ok);
+  for (int k = 0; t.dev >= 0 && k < (int)ca_config.arenas; k++) {
+    ca_device_t *d = t.seq[k] ? lock_ready(t.dev, k) : NULL;
+    if (!d) continue;
+    ca_fences_sync_end(d, t.seq[k], ok);
     ca_devlock_release(&d->lock);
   }
 }
@@ -188,7 +200,7 @@ cudaError_t cudalloc_get_stats(int device, cudalloc_stats_t *out) {
   /* a device cudalloc does not serve has stats all the same: zeros */
   if ((rc = ca_device_get(device, &d)) && rc != CUDA_ERROR_NOT_SUPPORTED) return ca_cuda_error(rc);
   ca_devlock_take(&d->lock);
-  ca_stats_snapshot(d, out);
+  ca_siblings_stats(d, out);   /* every arena's, summed */
   ca_devlock_release(&d->lock);
   return cudaSuccess;
 }
@@ -199,6 +211,7 @@ static void reset_peaks(ca_device_t *d, void *arg) {
   CUDALLOC_STAT_BYTES(CA_RESET_PEAK)
   CUDALLOC_STAT_COUNTS(CA_RESET_PEAK)
 #undef CA_RESET_PEAK
+  if (!d->arena) ca_arena_reset_peak(d);
   ca_peak_reset(d);
 }
 
@@ -267,10 +280,10 @@ CUresult ca_mem_get_info(int dev, size_t *free_bytes, size_t *total_bytes) {
   if (dev < 0 && (rc = ca_state.be->get_device(&dev))) return rc;
   size_t free_now = 0, total = 0, extra = 0;
   if ((rc = ca_state.be->mem_info(dev, &free_now, &total))) return rc;
-  ca_device_t *d = dev < ca_state.ndevices ? __atomic_load_n(&ca_state.devices[dev], __ATOMIC_ACQUIRE) : NULL;
+  ca_device_t *d = dev >= 0 && dev < ca_state.ndevices ? __atomic_load_n(&ca_state.devices[dev], __ATOMIC_ACQUIRE) : NULL;
   if (d) {
     ca_devlock_take(&d->lock);
-    if (d->ready) extra = reclaimable(d);
+    extra = ca_siblings_sum(d, reclaimable);   /* every arena's */
     ca_devlock_release(&d->lock);
   }
   free_now = free_now + extra > total ? total : free_now + extra;

@@ -26,6 +26,7 @@ __attribute__((always_inline)) inline ca_block_t *ca_block_new(ca_device_t *d) {
   memset((char *)b + ZERO_HALF, 0, offsetof(ca_block_t, tc) - ZERO_HALF);
   __atomic_store_n(&b->tc, 0, __ATOMIC_RELAXED);
   memset(&b->tc_next, 0, sizeof *b - offsetof(ca_block_t, tc_next));
+  b->slot = (uint8_t)d->slot;
   return b;
 }
 

@@ -98,6 +98,9 @@ static const conf_key_t keys[] = {
    "bytes (KiB) each thread may hold of small blocks it freed on a stream, reused by that thread on that stream without the device lock (0 = off)"},
   {"thread_cache_large_mb", KEY_UINT, FIELD(thread_cache_large_mb), 0, 1 << 20, 0, 0, NULL,
    "bytes (MiB) each thread may hold of blocks above 64 KiB and up to 8 MiB that it freed on a stream, in the same cache (0 = off)"},
+  {"arenas", KEY_UINT, FIELD(arenas), 1, CA_MAX_ARENAS, 0, 0, NULL,
+   "arenas per device: each (thread, stream) allocates from one, assigned round-robin at its first allocation, "
+   "with its own lock, pools and queues; the device's cap covers them all (1 = one arena)"},
   {"quiet", KEY_BOOL, FIELD(quiet), 0, 1, 0, 0, NULL,
    "no summary on stderr at exit"},
   {"summary", KEY_CHOICE, FIELD(summary), 0, 0, 0, 0, "all|rank0",
@@ -181,6 +184,13 @@ void ca_config_defaults(ca_config_t *cfg) {
   cfg->track_depth = 6;
   cfg->thread_cache_kb = 1024;
   cfg->thread_cache_large_mb = 0;
+  cfg->arenas = 1;
+#ifdef CA_TESTING
+  /* The test build's whole suite with arenas forced (CUDALLOC_TEST_ARENAS=2
+   * make test): a default, so that a test's own arenas:N still wins. */
+  const char *forced = ca_getenv("CUDALLOC_TEST_ARENAS");
+  if (forced && *forced >= '1' && *forced <= '0' + CA_MAX_ARENAS && !forced[1]) cfg->arenas = (unsigned)(*forced - '0');
+#endif
   cfg->sim.devices = 1;
   cfg->sim.capacity = 1024ull << 20;
   cfg->sim.granularity = 2ull << 20;

@@ -15,6 +15,8 @@
 #include "backend.h"
 #include "env.h"   /* ca_getenv, for the callers of ca_config_load */
 
+#define CA_MAX_ARENAS 8   /* the most arenas a device may have (arena.c) */
+
 /* What a synchronous free (cudaFree) promises; see docs/design.md. */
 typedef enum { CA_FREE_DEVICE, CA_FREE_STREAM } ca_free_mode_t;
 /* The order of the `track` key's choices. */
@@ -47,6 +49,7 @@ typedef struct ca_config_s {
   unsigned leak_exit_code;      /* exit status when blocks are live at exit; 0: the program's */
   unsigned thread_cache_kb;     /* per-thread front cache of small stream-ordered frees; 0: off */
   unsigned thread_cache_large_mb; /* the same cache's blocks above 64 KiB (to 8 MiB); 0: off */
+  unsigned arenas;              /* arenas per device (arena.c); 1: the device is one */
   bool quiet;
   ca_summary_t summary;         /* all, or rank 0 only */
   char report[CA_CONFIG_PATH_MAX]; /* report path prefix, %p pid, %r rank, %h host; "" off */

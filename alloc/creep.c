@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "arena.h"
 #include "device.h"
 #include "log.h"
 #include "step.h"
@@ -27,11 +28,11 @@ typedef struct creep_dev_s {
   int64_t next_due_ms;          /* sample_ms */
 } creep_dev_t;
 
-static creep_dev_t creeps[CA_MAX_DEVICES];
+static creep_dev_t creeps[CA_MAX_SLOTS];
 static int sources;             /* CA_MARK_* seen */
 static int64_t first_tick_ms;
 /* A fork child's view of its parent's samples: kept reachable, never used. */
-static creep_dev_t abandoned[CA_MAX_DEVICES];
+static creep_dev_t abandoned[CA_MAX_SLOTS];
 
 // ----------------------------------------------------------------------------
 // Samples
@@ -81,7 +82,7 @@ static int column(creep_dev_t *c, ca_site_live_t *e) {
 }
 
 static void sample(ca_device_t *d, uint64_t step) {
-  creep_dev_t *c = &creeps[d->ordinal];
+  creep_dev_t *c = &creeps[d->slot];
   if (c->stride && ++c->skipped < c->stride) return;
   c->skipped = 0;
   if (c->n && c->step[c->n - 1] >= (double)step) c->n--;   /* one sample per step: the latest */
@@ -115,7 +116,7 @@ static int64_t now_ms(void) {
 }
 
 void ca_creep_tick(ca_device_t *d) {
-  creep_dev_t *c = &creeps[d->ordinal];
+  creep_dev_t *c = &creeps[d->slot];
   int64_t now = now_ms(), zero = 0, every = ca_config.sample_ms;
   if (now < c->next_due_ms) return;
   c->next_due_ms = now + every;
@@ -126,7 +127,7 @@ void ca_creep_tick(ca_device_t *d) {
 }
 
 void ca_creep_forget(bool abandon) {
-  for (int d = 0; d < CA_MAX_DEVICES; d++) {
+  for (int d = 0; d < CA_MAX_SLOTS; d++) {
     creep_dev_t *c = &creeps[d];
     if (abandon) {
       abandoned[d] = *c;
@@ -153,7 +154,7 @@ static int by_slope(const void *a, const void *b) {
 }
 
 void ca_creep_judge(ca_device_t *d, ca_creep_verdict_t *v) {
-  const creep_dev_t *c = &creeps[d->ordinal];
+  const creep_dev_t *c = &creeps[d->slot];
   memset(v, 0, sizeof *v);
   v->steps = c->n;
   v->unfollowed = c->unfollowed;
@@ -186,14 +187,15 @@ static void report_of(ca_device_t *d, void *arg) {
   FILE *f = arg;
   ca_creep_verdict_t v;
   ca_creep_judge(d, &v);
+  char arena[16];
   if (!v.steps) return;
   if (!v.judged) {
-    fprintf(f, "cudalloc: creep on device %d: not judged, %zu steps marked by %s (at least %d needed)\n",
-            d->ordinal, v.steps, marks_name(), CA_CREEP_MIN_STEPS);
+    fprintf(f, "cudalloc: creep on device %d%s: not judged, %zu steps marked by %s (at least %d needed)\n",
+            d->ordinal, ca_arena_label(d, arena), v.steps, marks_name(), CA_CREEP_MIN_STEPS);
     return;
   }
-  fprintf(f, "cudalloc: creep on device %d over steps %" PRIu64 "-%" PRIu64 " (%zu marks by %s, the first %zu a warm-up): ",
-          d->ordinal, v.first_step, v.last_step, v.steps, marks_name(), v.warmup);
+  fprintf(f, "cudalloc: creep on device %d%s over steps %" PRIu64 "-%" PRIu64 " (%zu marks by %s, the first %zu a warm-up): ",
+          d->ordinal, ca_arena_label(d, arena), v.first_step, v.last_step, v.steps, marks_name(), v.warmup);
   if (!v.nsites) fprintf(f, "none: no call site grows step after step\n");
   else fprintf(f, "%d call site%s grow%s step after step\n", v.nsites, v.nsites == 1 ? "" : "s", v.nsites == 1 ? "s" : "");
   char where[512];
@@ -215,10 +217,12 @@ void ca_creep_report(FILE *f) { ca_each_device(report_of, f); }
 // Files
 // ----------------------------------------------------------------------------
 
-/* A device's file: the path itself for device 0, "-devN" after it for others. */
+/* A device's file: the path itself for device 0, "-devN" after it for
+ * others, and "-arenaK" after that for an arena other than the first. */
 static bool path_for(const char *tmpl, const ca_device_t *d, char *path, size_t cap) {
-  char suffix[16] = "";
-  if (d->ordinal) snprintf(suffix, sizeof suffix, "-dev%d", d->ordinal);
+  char suffix[32] = "";
+  if (d->ordinal || d->arena) snprintf(suffix, sizeof suffix, "-dev%d", d->ordinal);
+  if (d->arena) snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), "-arena%d", d->arena);
   if (ca_config_expand_path(tmpl, suffix, path, cap)) return true;
   ca_log("creep: path '%s' is too long; not written", tmpl);
   return false;
@@ -256,7 +260,7 @@ static void csv_quoted(FILE *f, const char *s) {
 
 static void csv_of(ca_device_t *d, void *arg) {
   (void)arg;
-  const creep_dev_t *c = &creeps[d->ordinal];
+  const creep_dev_t *c = &creeps[d->slot];
   char path[CA_CONFIG_PATH_MAX + 16], where[512];
   FILE *f;
   if (!c->n || !path_for(ca_config.creep_csv, d, path, sizeof path)) return;
@@ -282,7 +286,7 @@ static void csv_of(ca_device_t *d, void *arg) {
 
 static void svg_of(ca_device_t *d, void *arg) {
   (void)arg;
-  const creep_dev_t *c = &creeps[d->ordinal];
+  const creep_dev_t *c = &creeps[d->slot];
   char path[CA_CONFIG_PATH_MAX + 16], title[160], note[160];
   if (!c->n || !path_for(ca_config.creep_svg, d, path, sizeof path)) return;
   double *flat = malloc(2 * c->n * sizeof *flat);
@@ -293,7 +297,8 @@ static void svg_of(ca_device_t *d, void *arg) {
   }
   ca_creep_verdict_t v;
   ca_creep_judge(d, &v);
-  snprintf(title, sizeof title, "cudalloc device %d, %zu steps: creep %s", d->ordinal, c->n,
+  char arena[16];
+  snprintf(title, sizeof title, "cudalloc device %d%s, %zu steps: creep %s", d->ordinal, ca_arena_label(d, arena), c->n,
            !v.judged ? "not judged" : v.nsites || v.reserved_creeps ? "FOUND" : "none");
   snprintf(note, sizeof note, "x: the marks in order (steps %.0f to %.0f), by %s", c->step[0], c->step[c->n - 1],
            marks_name());

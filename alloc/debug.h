@@ -52,6 +52,9 @@ typedef struct ca_debug_s {
   bool tclock_fenced_relaxed;   /* without membarrier, the owner's take of its lock does not fence (a plain store and load) */
   bool devlock_no_exclusion;    /* the device lock's take always gets in (devlock.h) */
   bool devlock_no_wake;         /* the device lock's release never wakes a sleeper (devlock.h) */
+  bool arena_cap_per_arena;     /* each arena's growth is held to the whole limit alone, not the ordinal's sum (arena.c) */
+  bool arena_no_sibling_trim;   /* a slow path short of memory leaves the sibling arenas' caches alone (alloc.c) */
+  bool arena_no_fold;           /* an ordinal's stats and free memory are its arena 0's alone (arena.c) */
   uint64_t tcache_hits;         /* front-cache hits (a tally, not a switch) */
   uint64_t stackwalk_memo_hits; /* stacks a thread's memo answered (a tally, not a switch) */
   uint64_t queue_visits;        /* queues a seal or a poll looked at (a tally, not a switch) */

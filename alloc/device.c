@@ -6,12 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena.h"
 #include "bins.h"
 #include "fence.h"
 #include "log.h"
 #include "pages.h"
 #include "ptrmap.h"
 #include "segments.h"
+#include "streams.h"
 
 ca_state_t ca_state;
 
@@ -51,6 +53,11 @@ static CUresult reserve_regions(ca_device_t *d) {
  * real allocator (ca_malloc returns CUDA_ERROR_NOT_SUPPORTED, which the
  * shim passes through), said once. */
 static CUresult pass_through(ca_device_t *d, const char *why, CUresult rc) {
+  if (d->arena) {   /* a sibling that cannot be set up: its ordinal's first arena serves instead (arena.c) */
+    ca_log("device %d, arena %d: %s (error %d); its streams allocate from arena 0", d->ordinal, d->arena, why, rc);
+    d->passthrough = true;
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
   ca_log("device %d (%s): %s (error %d); its allocations go to the CUDA allocator, uncached", d->ordinal,
          d->props.name, why, rc);
   d->passthrough = true;
@@ -81,6 +88,7 @@ static CUresult device_setup(ca_device_t *d) {
   if (rc) return rc;
   d->page = d->props.granularity;
   d->limit = device_limit(d->props.total_bytes);
+  d->peers |= __atomic_load_n(&ca_state.peers[d->ordinal], __ATOMIC_ACQUIRE);
   for (int p = 0; p < CA_POOL_COUNT; p++) {
     d->pools[p].dev = d;
     d->pools[p].id = (ca_pool_id_t)p;
@@ -103,26 +111,45 @@ static CUresult device_setup(ca_device_t *d) {
   return CUDA_SUCCESS;
 }
 
+/* The non-blocking streams the ordinal's first arena knows, for a sibling
+ * made later (ca_stream_created registers a stream on the arenas made by
+ * then): copied out, one arena lock at a time. */
+static int nonblocking_of(int ordinal, ca_stream_t *out) {
+  ca_device_t *first = __atomic_load_n(&ca_state.devices[ordinal], __ATOMIC_ACQUIRE);
+  if (!first) return 0;
+  ca_devlock_take(&first->lock);
+  int n = first->nnonblocking;
+  for (int i = 0; i < n; i++) out[i] = first->nonblocking[i];
+  ca_devlock_release(&first->lock);
+  return n;
+}
+
 /* A device not made or not set up yet: out of line, so that the lookup of
- * a ready one (every allocation's) saves no registers. */
-static __attribute__((noinline)) CUresult device_get_slow(int ordinal, ca_device_t **out) {
-  ca_device_t *d = __atomic_load_n(&ca_state.devices[ordinal], __ATOMIC_ACQUIRE);
+ * a ready one (every allocation's) saves no registers. slot: which arena
+ * of which ordinal (types.h). */
+static __attribute__((noinline)) CUresult device_get_slow(int slot, ca_device_t **out) {
+  ca_device_t *d = __atomic_load_n(&ca_state.devices[slot], __ATOMIC_ACQUIRE);
   if (!d) {
     pthread_mutex_lock(&devices_lock);
-    d = ca_state.devices[ordinal];
+    d = ca_state.devices[slot];
     if (!d && (d = calloc(1, sizeof *d))) {
       ca_devlock_init(&d->lock);
-      d->ordinal = ordinal;
-      __atomic_store_n(&ca_state.devices[ordinal], d, __ATOMIC_RELEASE);
+      d->ordinal = slot % CA_MAX_DEVICES;
+      d->arena = slot / CA_MAX_DEVICES;
+      d->slot = slot;
+      __atomic_store_n(&ca_state.devices[slot], d, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&devices_lock);
     if (!d) return CUDA_ERROR_OUT_OF_MEMORY;
   }
   CUresult rc = CUDA_SUCCESS;
   if (!__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) {
+    ca_stream_t nonblocking[CA_MAX_FENCE_EVENTS - 1];
+    int n = d->arena ? nonblocking_of(d->ordinal, nonblocking) : 0;
     ca_devlock_take(&d->lock);
     if (d->passthrough) rc = CUDA_ERROR_NOT_SUPPORTED;
     else if (!d->ready) rc = device_setup(d);
+    for (int i = 0; i < n; i++) ca_stream_register_on(d, nonblocking[i]);
     ca_devlock_release(&d->lock);
   }
   *out = d;
@@ -133,6 +160,14 @@ CUresult ca_device_get(int ordinal, ca_device_t **out) {
   if (ordinal < 0 || ordinal >= ca_state.ndevices) return CUDA_ERROR_INVALID_DEVICE;
   ca_device_t *d = __atomic_load_n(&ca_state.devices[ordinal], __ATOMIC_ACQUIRE);
   if (!d || !__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) return device_get_slow(ordinal, out);
+  *out = d;
+  return CUDA_SUCCESS;
+}
+
+CUresult ca_device_get_arena(const ca_device_t *first, int arena, ca_device_t **out) {
+  int slot = arena * CA_MAX_DEVICES + first->ordinal;
+  ca_device_t *d = __atomic_load_n(&ca_state.devices[slot], __ATOMIC_ACQUIRE);
+  if (!d || !__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) return device_get_slow(slot, out);
   *out = d;
   return CUDA_SUCCESS;
 }
@@ -164,23 +199,28 @@ static inline __attribute__((always_inline)) ca_device_t *lock_if_holds(ca_devic
 
 ca_device_t *ca_device_lock_owner(uintptr_t p) {
   int n = ca_state.ndevices;
-  if (n == 1) return lock_if_holds(__atomic_load_n(&ca_state.devices[0], __ATOMIC_ACQUIRE), p);
-  for (int i = 0; i < n; i++) {
-    ca_device_t *d = lock_if_holds(__atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE), p);
-    if (d) return d;
-  }
+  if (n == 1 && ca_config.arenas == 1)
+    return lock_if_holds(__atomic_load_n(&ca_state.devices[0], __ATOMIC_ACQUIRE), p);
+  for (int k = 0; k < (int)ca_config.arenas; k++)
+    for (int i = 0; i < n; i++) {
+      ca_device_t *d = lock_if_holds(__atomic_load_n(&ca_state.devices[k * CA_MAX_DEVICES + i], __ATOMIC_ACQUIRE), p);
+      if (d) return d;
+    }
   return NULL;
 }
 
+/* Ordinal by ordinal, each one's arenas in order: a caller that prints
+ * per device prints an ordinal's arenas together. */
 void ca_each_device(void (*fn)(ca_device_t *, void *), void *arg) {
   if (!ca_ready()) return;
-  for (int i = 0; i < ca_state.ndevices; i++) {
-    ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
-    if (!d) continue;
-    ca_devlock_take(&d->lock);
-    if (d->ready) fn(d, arg);
-    ca_devlock_release(&d->lock);
-  }
+  for (int i = 0; i < ca_state.ndevices; i++)
+    for (int k = 0; k < (int)ca_config.arenas; k++) {
+      ca_device_t *d = __atomic_load_n(&ca_state.devices[k * CA_MAX_DEVICES + i], __ATOMIC_ACQUIRE);
+      if (!d) continue;
+      ca_devlock_take(&d->lock);
+      if (d->ready) fn(d, arg);
+      ca_devlock_release(&d->lock);
+    }
 }
 
 /* Forgets every block and segment of d; with call_backend, gives the
@@ -217,6 +257,7 @@ void ca_device_teardown(ca_device_t *d, bool call_backend) {
   memset(&d->held, 0, sizeof d->held);
   d->nnonblocking = 0;
   d->nonblocking_overflow = false;
+  ca_arena_refund(d, (size_t)d->stats.reserved_bytes.current);   /* what the driver kept is written off here too */
   cudalloc_stat_t *zero[] = {&d->stats.allocated_bytes, &d->stats.requested_bytes, &d->stats.reserved_bytes,
                              &d->stats.mapped_bytes, &d->stats.active_bytes, &d->stats.cached_bytes,
                              &d->stats.num_live_blocks, &d->stats.num_segments};

@@ -24,7 +24,7 @@
  *   trace_log
  *   trace_ring trace_buf
  *   trace
- *   blocks sitelive churn stamp
+ *   blocks sitelive churn stamp arena
  *   segments fence
  *   tcache_lock
  *   pages tcache
@@ -36,7 +36,7 @@
  *   pinned_chunks
  *   pinned
  *   stats check leaks holdings
- *   creep
+ *   creep siblings
  *   peak
  *   report
  *   demand oom entry
@@ -79,6 +79,8 @@
  *   trace_buf  per-thread event buffers, writer    trace   the event log's hooks, start, dump
  *   trace_clock  the event log's clock (TSC or CLOCK_MONOTONIC) and its calibration pairs
  *   sitelive   live bytes per call site
+ *   arena      a device's arenas: finding one, the ordinal-wide cap
+ *   siblings   what crosses arenas: routing, squeezing a sibling short of memory, the folds
  *   creep      per-step samples, creep verdict     peak    what was live at the peaks
  *   entry      the public API's stream-ordered pair, straight into alloc.c's fronts
  *   alloc, api, lifecycle: the entry points (include/core.h, include/cudalloc.h)
@@ -90,6 +92,7 @@
 
 #include "types.h"
 
+#include "arena.h"
 #include "bins.h"
 #include "blocks.h"
 #include "calm.h"
@@ -120,6 +123,7 @@
 #include "report.h"
 #include "segments.h"
 #include "settle.h"
+#include "siblings.h"
 #include "slack.h"
 #include "sitelive.h"
 #include "stamp.h"

@@ -115,7 +115,7 @@ void ca_legacyq_end(void) {
   if (!available() || !(ca_unstir(CA_STIR_LEGACYQ) & CA_STIR_LEGACYQ))   /* over already */
     return;
   if (!ca_ready()) return;
-  for (int i = 0; i < ca_state.ndevices; i++) {
+  for (int i = 0; i < CA_MAX_SLOTS; i++) {   /* every arena of each device */
     ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
     if (!d) continue;
     ca_devlock_take(&d->lock);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena.h"
 #include "calm.h"
 #include "core.h"
 #include "demand.h"
@@ -115,7 +116,7 @@ static void settle_then_teardown(ca_device_t *d) {
 }
 
 static void drop_devices(bool call_backend) {
-  for (int i = 0; i < CA_MAX_DEVICES; i++) {
+  for (int i = 0; i < CA_MAX_SLOTS; i++) {
     ca_device_t *d = ca_state.devices[i];
     if (!d) continue;
     if (call_backend) {
@@ -171,14 +172,14 @@ void cudalloc_shutdown(void) {
 }
 
 /* In a fork child, the parent's devices: kept reachable, never touched. */
-static ca_device_t *volatile abandoned[CA_MAX_DEVICES];
+static ca_device_t *volatile abandoned[CA_MAX_SLOTS];
 
 void ca_fork_child(void) {
   /* Another thread may have held a lock at fork(): touch none of them.
    * The parent's device state is not ours to use: keep it reachable (so
    * that it is not reported as a leak) but never touch it again. */
   ca_stir(CA_STIR_START);
-  for (int i = 0; i < CA_MAX_DEVICES; i++) abandoned[i] = ca_state.devices[i];
+  for (int i = 0; i < CA_MAX_SLOTS; i++) abandoned[i] = ca_state.devices[i];
   if (ca_state.be) ca_state.be->abandon();
   ca_pinned_fork_child();
   ca_trace_fork_child();
@@ -220,12 +221,14 @@ void ca_exit(void) {
 CUresult ca_device_reset(int dev) {
   if (!ca_ready()) return CUDA_SUCCESS;
   if (dev < 0 || dev >= ca_state.ndevices) return CUDA_ERROR_INVALID_DEVICE;
-  ca_device_t *d = __atomic_load_n(&ca_state.devices[dev], __ATOMIC_ACQUIRE);
   ca_streamdev_forget();   /* the device's streams are gone with it */
-  if (!d) return CUDA_SUCCESS;
-  ca_devlock_take(&d->lock);
-  if (d->ready) settle_then_teardown(d);
-  ca_devlock_release(&d->lock);
+  for (int k = 0; k < (int)ca_config.arenas; k++) {   /* every arena, one at a time */
+    ca_device_t *d = ca_arena_at(dev, k);
+    if (!d) continue;
+    ca_devlock_take(&d->lock);
+    if (d->ready) settle_then_teardown(d);
+    ca_devlock_release(&d->lock);
+  }
   return CUDA_SUCCESS;
 }
 
@@ -244,9 +247,13 @@ CUresult ca_stream_created(ca_stream_t stream, bool nonblocking) {
   if (rc == CUDA_ERROR_INVALID_HANDLE || rc == CUDA_ERROR_NOT_SUPPORTED) return rc;
   if (!nonblocking) return CUDA_SUCCESS;   /* the legacy stream's event covers it */
   if (rc == CUDA_SUCCESS && ca_device_get(dev, &d) == CUDA_SUCCESS) {
-    ca_devlock_take(&d->lock);
-    ca_stream_register_on(d, stream);
-    ca_devlock_release(&d->lock);
+    for (int k = 0; k < (int)ca_config.arenas; k++) {   /* every arena's epoch fences it (a later one copies it) */
+      ca_device_t *a = ca_arena_at(dev, k);
+      if (!a) continue;
+      ca_devlock_take(&a->lock);
+      ca_stream_register_on(a, stream);
+      ca_devlock_release(&a->lock);
+    }
   } else {
     ca_stream_defer(stream);   /* a transient failure: learned at a later fence */
   }
@@ -309,18 +316,26 @@ bool ca_stream_capturing_asked(ca_stream_t stream) {
 // Peer access (peers.c grants it)
 // ----------------------------------------------------------------------------
 
+/* Every arena of peer: each maps its own pages. */
 CUresult ca_peer_access_enabled(int dev, int peer) {
   CUresult rc = ca_init(NULL);
-  ca_device_t *d;
+  ca_device_t *first;
   if (rc) return rc;
   if (dev < 0 || dev >= ca_state.ndevices || dev == peer) return CUDA_ERROR_INVALID_DEVICE;
-  if ((rc = ca_device_get(peer, &d))) return rc;
+  if ((rc = ca_device_get(peer, &first))) return rc;
   ca_legacyq_end();   /* dev's kernels on peer's memory are not in peer's legacy FIFO */
-  ca_devlock_take(&d->lock);
-  bool known = d->peers >> dev & 1;
-  d->peers |= 1ull << dev;   /* later maps grant it, even if a grant below fails */
-  if (!known && d->ready) rc = ca_grant_peer(d, dev);
-  ca_devlock_release(&d->lock);
-  if (rc) ca_log("device %d: cannot grant device %d access to the memory mapped so far (error %d)", peer, dev, (int)rc);
+  __atomic_or_fetch(&ca_state.peers[peer], 1ull << dev, __ATOMIC_ACQ_REL);   /* for arenas made later */
+  for (int k = 0; k < (int)ca_config.arenas; k++) {
+    ca_device_t *d = ca_arena_at(peer, k);
+    if (!d) continue;
+    CUresult one = CUDA_SUCCESS;
+    ca_devlock_take(&d->lock);
+    bool known = d->peers >> dev & 1;
+    d->peers |= 1ull << dev;   /* later maps grant it, even if a grant below fails */
+    if (!known && d->ready) one = ca_grant_peer(d, dev);
+    ca_devlock_release(&d->lock);
+    if (one) ca_log("device %d: cannot grant device %d access to the memory mapped so far (error %d)", peer, dev, (int)one);
+    if (!rc) rc = one;
+  }
   return rc;
 }

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "arena.h"
 #include "bins.h"
 #include "blocks.h"
 #include "device.h"
@@ -42,14 +43,14 @@ typedef struct steps_s {
   unsigned count;               /* steps recorded, at most CA_OOM_STEPS kept */
 } steps_t;
 
-static steps_t steps[CA_MAX_DEVICES];
+static steps_t steps[CA_MAX_SLOTS];
 
 void ca_oom_on_alloc(ca_device_t *d) {
   if (d->stats.allocated_bytes.current > d->oom_step_peak) d->oom_step_peak = d->stats.allocated_bytes.current;
 }
 
 void ca_oom_on_step(ca_device_t *d) {
-  steps_t *s = &steps[d->ordinal];
+  steps_t *s = &steps[d->slot];
   s->past[s->count++ % CA_OOM_STEPS] = d->oom_step_peak;
   d->oom_step_peak = d->stats.allocated_bytes.current;
 }
@@ -119,9 +120,11 @@ static void figures(ca_device_t *d, size_t size, CUresult rc, ca_oom_figures_t *
   f->total = d->props.total_bytes;
   f->limit = d->limit;
   f->cap_set = d->limit < d->props.total_bytes;
-  f->allocated = (uint64_t)d->stats.allocated_bytes.current;
-  f->reserved = (uint64_t)d->stats.reserved_bytes.current;
-  f->pending = (uint64_t)(d->stats.active_bytes.current - d->stats.allocated_bytes.current);
+  /* The ordinal's, against its limit: every arena's reserved bytes, and
+   * what the siblings held when the slow path last squeezed them (arena.c). */
+  f->allocated = (uint64_t)(d->stats.allocated_bytes.current + d->sibling_allocated);
+  f->reserved = (uint64_t)ca_arena_reserved(d);
+  f->pending = (uint64_t)(d->stats.active_bytes.current - d->stats.allocated_bytes.current + d->sibling_pending);
   f->largest_free = ca_stats_largest_free(d);
   f->va_room = UINT64_MAX;
   if (f->expandable && f->rounded <= d->limit) {
@@ -132,7 +135,7 @@ static void figures(ca_device_t *d, size_t size, CUresult rc, ca_oom_figures_t *
   other_processes(d, f, procs, nprocs);
   f->capture = __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0;
   f->driver_error = (int)rc;
-  f->usual_peak = usual_peak(&steps[d->ordinal], &f->usual_steps);
+  f->usual_peak = usual_peak(&steps[d->slot], &f->usual_steps);
 }
 
 void ca_oom_figures(ca_device_t *d, size_t size, CUresult rc, ca_oom_figures_t *f) {

@@ -19,6 +19,7 @@
 
 #include <stdlib.h>
 
+#include "arena.h"
 #include "bins.h"
 #include "blocks.h"
 #include "churn.h"
@@ -108,6 +109,7 @@ static void release_cache(ca_device_t *d) {
       continue;
     }
     ca_stat_add(&d->stats.reserved_bytes, -(int64_t)(c->pages * d->page));
+    ca_arena_refund(d, c->pages * d->page);
     ca_trace_mem(d, CA_EV_RELEASE, 0, c->pages * d->page);
     c->pages = 0;   /* released: its cache entries go below */
     any = true;
@@ -169,15 +171,17 @@ void ca_region_teardown(ca_device_t *d, ca_segment_t *seg, bool call_backend) {
   seg->churn = NULL;
 }
 
-/* One new chunk of n pages, within the device's limit, its pages cached
- * (pushed last-first, so that a run maps them in order). */
+/* One new chunk of n pages, within the device's limit (charged for all
+ * its arenas: arena.c), its pages cached (pushed last-first, so that a run
+ * maps them in order). */
 static CUresult create_chunk(ca_device_t *d, size_t n) {
-  if ((size_t)d->stats.reserved_bytes.current + n * d->page > d->limit) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!ca_arena_charge(d, n * d->page)) return CUDA_ERROR_OUT_OF_MEMORY;
   ca_chunk_t *c = calloc(1, sizeof *c);
-  if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
-  CUresult rc = CA_CALL(d, backend_create, ca_state.be->create(d->ordinal, n * d->page, &c->handle));
+  CUresult rc = c ? CA_CALL(d, backend_create, ca_state.be->create(d->ordinal, n * d->page, &c->handle))
+                  : CUDA_ERROR_OUT_OF_MEMORY;
   if (rc) {
     free(c);
+    ca_arena_refund(d, n * d->page);
     return rc;
   }
   ca_stat_add(&d->stats.reserved_bytes, (int64_t)(n * d->page));
@@ -195,7 +199,7 @@ static CUresult create_chunk(ca_device_t *d, size_t n) {
 static bool short_of_memory(const ca_device_t *d, size_t n) {
   size_t add = n * d->page, reserved = (size_t)d->stats.reserved_bytes.current + add;
   double held = (double)d->stats.allocated_bytes.current + (double)add;
-  return reserved > d->limit || (double)reserved > held * (1.0 + CA_PAGE_SLACK) + (double)d->page;
+  return ca_arena_reserved(d) + add > d->limit || (double)reserved > held * (1.0 + CA_PAGE_SLACK) + (double)d->page;
 }
 
 /* Pages to create when n are missing: n, rounded up towards
@@ -207,7 +211,8 @@ static bool short_of_memory(const ca_device_t *d, size_t n) {
 static size_t chunk_pages(const ca_device_t *d, size_t n) {
   if (n >= CA_CHUNK_PAGES) return n;
   size_t spare = (size_t)((double)d->stats.allocated_bytes.current * CA_PAGE_SLACK) / d->page;
-  size_t room = (d->limit - (size_t)d->stats.reserved_bytes.current) / d->page;   /* reserved <= limit */
+  size_t all = ca_arena_reserved(d);   /* every arena's: the limit is the ordinal's */
+  size_t room = all < d->limit ? (d->limit - all) / d->page : 0;
   size_t want = n + spare < CA_CHUNK_PAGES ? n + spare : CA_CHUNK_PAGES;
   return want < room ? want : (n > room ? n : room);
 }

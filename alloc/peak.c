@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena.h"
 #include "creep.h"
 #include "device.h"
 #include "log.h"
@@ -26,7 +27,7 @@ typedef struct peak_dev_s {
   uint64_t alloc_peak_step;     /* the step of the allocation that reached the peak */
 } peak_dev_t;
 
-static peak_dev_t peaks[CA_MAX_DEVICES];
+static peak_dev_t peaks[CA_MAX_SLOTS];
 /* Kept on the device (types.h), addressed from the base its stats use, so
  * that the test each allocation and free makes touches nothing else: the
  * value each copy was taken at (0: none; a copy is of a peak above 0), and
@@ -35,7 +36,7 @@ static peak_dev_t peaks[CA_MAX_DEVICES];
 _Static_assert(sizeof ((ca_device_t *)0)->peak_since / sizeof(uint64_t) == CA_PEAK_KINDS, "a count per kind");
 _Static_assert(sizeof ((ca_device_t *)0)->peak_taken / sizeof(int64_t) == CA_PEAK_KINDS, "a copy per kind");
 /* A fork child's view of its parent's copies: kept reachable, never used. */
-static peak_dev_t abandoned[CA_MAX_DEVICES];
+static peak_dev_t abandoned[CA_MAX_SLOTS];
 
 static cudalloc_stat_t *stat_of(ca_device_t *d, ca_peak_kind_t k) {
   return k == CA_PEAK_ALLOCATED ? &d->stats.allocated_bytes : &d->stats.reserved_bytes;
@@ -51,7 +52,7 @@ static bool due(const ca_device_t *d, ca_peak_kind_t k, int64_t peak) {
 }
 
 static void copy(ca_device_t *d, ca_peak_kind_t k, int64_t value, uint64_t step) {
-  snap_t *s = &peaks[d->ordinal].snap[k];
+  snap_t *s = &peaks[d->slot].snap[k];
   ca_sitelive_t *t = ca_sitelive_of(d);
   if (s->cap < t->used + 1) {
     size_t cap = 2 * (t->used + 1);
@@ -74,14 +75,14 @@ static void copy(ca_device_t *d, ca_peak_kind_t k, int64_t value, uint64_t step)
  * call and saves no registers. */
 static __attribute__((noinline)) void alloc_rare(ca_device_t *d) {
   const cudalloc_stat_t *a = &d->stats.allocated_bytes, *r = &d->stats.reserved_bytes;
-  if (a->current == a->peak) peaks[d->ordinal].alloc_peak_step = ca_step_current();
+  if (a->current == a->peak) peaks[d->slot].alloc_peak_step = ca_step_current();
   if (r->current == r->peak && due(d, CA_PEAK_RESERVED, r->peak)) copy(d, CA_PEAK_RESERVED, r->current, ca_step_current());
   if (ca_config.sample_ms) ca_creep_tick(d);
 }
 
 static __attribute__((noinline)) void free_rare(ca_device_t *d) {
   const cudalloc_stat_t *a = &d->stats.allocated_bytes;
-  if (due(d, CA_PEAK_ALLOCATED, a->peak)) copy(d, CA_PEAK_ALLOCATED, a->current, peaks[d->ordinal].alloc_peak_step);
+  if (due(d, CA_PEAK_ALLOCATED, a->peak)) copy(d, CA_PEAK_ALLOCATED, a->current, peaks[d->slot].alloc_peak_step);
 }
 
 /* A copy may be due only at a peak above the copy's (due()): reserved
@@ -109,13 +110,13 @@ void ca_peak_on_free(ca_device_t *d, ca_block_t *b) {
 /* While d is at its peak, the copy is made exact. */
 static void catch_up(ca_device_t *d, ca_peak_kind_t k) {
   const cudalloc_stat_t *st = stat_of(d, k);
-  uint64_t step = k == CA_PEAK_ALLOCATED ? peaks[d->ordinal].alloc_peak_step : ca_step_current();
+  uint64_t step = k == CA_PEAK_ALLOCATED ? peaks[d->slot].alloc_peak_step : ca_step_current();
   if (st->current == st->peak && st->peak > 0 && d->peak_taken[k] != st->peak) copy(d, k, st->current, step);
 }
 
 bool ca_peak_get(ca_device_t *d, ca_peak_kind_t k, ca_peak_t *out) {
   catch_up(d, k);
-  snap_t *s = &peaks[d->ordinal].snap[k];
+  snap_t *s = &peaks[d->slot].snap[k];
   if (!d->peak_taken[k]) return false;
   if (!s->sorted) ca_sitelive_sort(s->sites, s->n);
   s->sorted = true;
@@ -125,10 +126,10 @@ bool ca_peak_get(ca_device_t *d, ca_peak_kind_t k, ca_peak_t *out) {
 
 void ca_peak_reset(ca_device_t *d) {
   for (int k = 0; k < CA_PEAK_KINDS; k++) {
-    peaks[d->ordinal].snap[k].n = 0;
+    peaks[d->slot].snap[k].n = 0;
     d->peak_taken[k] = 0;
   }
-  peaks[d->ordinal].alloc_peak_step = ca_step_current();
+  peaks[d->slot].alloc_peak_step = ca_step_current();
 }
 
 void ca_peak_device_reset(ca_device_t *d) {
@@ -141,7 +142,7 @@ void ca_peak_forget(bool abandon) {
   ca_creep_forget(abandon);
   ca_sitelive_forget(abandon);
   ca_step_reset();
-  for (int i = 0; i < CA_MAX_DEVICES; i++) {
+  for (int i = 0; i < CA_MAX_SLOTS; i++) {
     if (abandon) abandoned[i] = peaks[i];
     else
       for (int k = 0; k < CA_PEAK_KINDS; k++) free(peaks[i].snap[k].sites);
@@ -159,8 +160,9 @@ static void print_peak(FILE *f, ca_device_t *d, ca_peak_kind_t k, size_t top) {
   ca_peak_t p;
   if (!ca_peak_get(d, k, &p) || p.peak <= 0) return;
   const char *what = k == CA_PEAK_ALLOCATED ? "allocated" : "reserved";
-  fprintf(f, "cudalloc: peak %s on device %d: %" PRId64 " bytes (%.2f MiB) in step %" PRIu64, what, d->ordinal,
-          p.peak, mib(p.peak), p.step);
+  char arena[16];   /* per arena: each copy is of its own arena's peak, which the others did not share */
+  fprintf(f, "cudalloc: peak %s on device %d%s: %" PRId64 " bytes (%.2f MiB) in step %" PRIu64, what, d->ordinal,
+          ca_arena_label(d, arena), p.peak, mib(p.peak), p.step);
   if (k == CA_PEAK_RESERVED) fprintf(f, "; live then %" PRId64 " bytes", p.live);
   fprintf(f, ", held by %zu call site%s%s\n", p.nsites, p.nsites == 1 ? "" : "s", p.nsites ? ":" : "");
   if (p.taken_at != p.peak)

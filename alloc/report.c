@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "arena.h"
 #include "creep.h"
 #include "device.h"
 #include "leaks.h"
@@ -113,8 +114,9 @@ static void summary_of(ca_device_t *d, void *arg) {
   FILE *f = arg;
   cudalloc_stats_t s;
   ca_stats_snapshot(d, &s);
-  fprintf(f, "cudalloc:   device %d (%s): peak allocated %.1f MiB, peak reserved %.1f MiB, fragmentation %.3f\n",
-          d->ordinal, d->props.name, mib(s.allocated_bytes.peak), mib(s.reserved_bytes.peak), s.fragmentation);
+  char arena[16];
+  fprintf(f, "cudalloc:   device %d%s (%s): peak allocated %.1f MiB, peak reserved %.1f MiB, fragmentation %.3f\n",
+          d->ordinal, ca_arena_label(d, arena), d->props.name, mib(s.allocated_bytes.peak), mib(s.reserved_bytes.peak), s.fragmentation);
   fprintf(f, "cudalloc:     allocations %" PRId64 ", frees %" PRId64 ", slow paths %" PRId64 ", waits %" PRId64
              ", out-of-memory %" PRId64 ", bad frees %" PRId64 "\n",
           s.num_allocs.total, s.num_frees.total, s.num_retries.total, s.num_waits.total, s.num_ooms.total,
@@ -232,8 +234,10 @@ static void json_of(ca_device_t *d, void *arg) {
   FILE *f = j->f;
   cudalloc_stats_t s;
   ca_stats_snapshot(d, &s);
-  fprintf(f, "%s\n    {\"device\": %d, \"fragmentation\": %.6f, \"largest_free_bytes\": %" PRIu64 ",\n     \"stats\": {",
-          j->devices++ ? "," : "", d->ordinal, s.fragmentation, s.largest_free_bytes);
+  fprintf(f, "%s\n    {\"device\": %d, ", j->devices++ ? "," : "", d->ordinal);
+  if (ca_config.arenas > 1) fprintf(f, "\"arena\": %d, ", d->arena);
+  fprintf(f, "\"fragmentation\": %.6f, \"largest_free_bytes\": %" PRIu64 ",\n     \"stats\": {",
+          s.fragmentation, s.largest_free_bytes);
   const char *sep = "";
 #define CA_JSON(name, doc) json_stat(f, &sep, #name, &s.name);
   CUDALLOC_STAT_BYTES(CA_JSON)

@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 
+#include "arena.h"
 #include "bins.h"
 #include "blocks.h"
 #include "log.h"
@@ -37,6 +38,7 @@ static CUresult give_back(ca_device_t *d, ca_segment_t *seg) {
     if ((rc = CA_CALL(d, backend_release, be->release(seg->handle)))) return rc;
     seg->held &= ~HELD_HANDLE;
     ca_stat_add(&d->stats.reserved_bytes, -(int64_t)seg->size);
+    ca_arena_refund(d, seg->size);
     ca_trace_mem(d, CA_EV_RELEASE, seg->base, seg->size);
   }
   if (seg->held & HELD_RANGE) {
@@ -68,17 +70,20 @@ static void keep_leftover(ca_device_t *d, ca_segment_t *seg) {
   d->leftovers = seg;
 }
 
-/* Reserve, create, map, grant access; on a failure gives back what was
- * done (or keeps it as a leftover when the driver refuses even that). */
+/* Reserve, create, map, grant access (seg's size charged already: arena.c);
+ * on a failure gives back what was done (or keeps it as a leftover when
+ * the driver refuses even that). */
 static CUresult map_segment(ca_device_t *d, ca_segment_t *seg) {
   const ca_backend_t *be = ca_state.be;
   CUresult rc = CA_CALL(d, backend_reserve, be->reserve(d->ordinal, seg->size, &seg->base));
   if (rc) {   /* nothing is held: seg goes, as after the later failures */
+    ca_arena_refund(d, seg->size);
     free(seg);
     return rc;
   }
   seg->held = HELD_RANGE;
-  if (!(rc = CA_CALL(d, backend_create, be->create(d->ordinal, seg->size, &seg->handle)))) {
+  if ((rc = CA_CALL(d, backend_create, be->create(d->ordinal, seg->size, &seg->handle)))) ca_arena_refund(d, seg->size);
+  else {
     seg->held |= HELD_HANDLE;
     ca_stat_add(&d->stats.reserved_bytes, (int64_t)seg->size);
     ca_trace_mem(d, CA_EV_RESERVE, seg->base, seg->size);
@@ -97,10 +102,11 @@ static CUresult map_segment(ca_device_t *d, ca_segment_t *seg) {
 CUresult ca_classic_grow(ca_device_t *d, ca_pool_t *pool, size_t rounded) {
   size_t size = ca_classic_segment_size(rounded);
   size = (size + d->page - 1) / d->page * d->page;
-  if ((size_t)d->stats.reserved_bytes.current + size > d->limit) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (!ca_arena_charge(d, size)) return CUDA_ERROR_OUT_OF_MEMORY;
   ca_segment_t *seg = calloc(1, sizeof *seg);
   ca_block_t *b = ca_block_new(d);
   if (!seg || !b) {
+    ca_arena_refund(d, size);
     free(seg);
     if (b) ca_block_delete(d, b);
     return CUDA_ERROR_OUT_OF_MEMORY;

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-ca_sitelive_t ca_sitelive_tables[CA_MAX_DEVICES];
+ca_sitelive_t ca_sitelive_tables[CA_MAX_SLOTS];
 /* A fork child's view of its parent's tables: kept reachable, never used. */
-static ca_site_live_t *volatile abandoned[CA_MAX_DEVICES];
+static ca_site_live_t *volatile abandoned[CA_MAX_SLOTS];
 
 static size_t slot_of(const void *site, size_t cap) {
   uint64_t h = (uint64_t)(uintptr_t)site * 0x9E3779B97F4A7C15ull;
@@ -96,7 +96,7 @@ void ca_sitelive_clear(ca_sitelive_t *t) {
 }
 
 void ca_sitelive_forget(bool abandon) {
-  for (int i = 0; i < CA_MAX_DEVICES; i++) {
+  for (int i = 0; i < CA_MAX_SLOTS; i++) {
     if (abandon) abandoned[i] = ca_sitelive_tables[i].slots;
     else free(ca_sitelive_tables[i].slots);
     memset(&ca_sitelive_tables[i], 0, sizeof ca_sitelive_tables[i]);

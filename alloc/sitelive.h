@@ -25,9 +25,9 @@ typedef struct ca_sitelive_s {
   ca_site_live_t lost;          /* blocks whose site found no room (no host memory) */
 } ca_sitelive_t;
 
-extern ca_sitelive_t ca_sitelive_tables[CA_MAX_DEVICES];
+extern ca_sitelive_t ca_sitelive_tables[CA_MAX_SLOTS];
 /* The table of device d (the caller holds d's lock). */
-static inline ca_sitelive_t *ca_sitelive_of(const ca_device_t *d) { return &ca_sitelive_tables[d->ordinal]; }
+static inline ca_sitelive_t *ca_sitelive_of(const ca_device_t *d) { return &ca_sitelive_tables[d->slot]; }
 void ca_sitelive_add_slow(ca_sitelive_t *t, ca_block_t *b, int sign);
 /* b became live (sign +1: its site counts b->requested, remembered in
  * b->site_requested) or stopped being live (sign -1: the site gives back

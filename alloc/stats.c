@@ -2,7 +2,9 @@
 #include "stats.h"
 
 #include <inttypes.h>
+#include <string.h>
 
+#include "arena.h"
 #include "bins.h"
 #include "device.h"
 #include "tcache.h"
@@ -77,9 +79,11 @@ static void print_pool(FILE *f, const ca_pool_t *pool, size_t page) {
 static void print_device(FILE *f, ca_device_t *d, const cudalloc_stats_t *s) {
   const char *rule = "|========================================================================|\n";
   const char *line = "|------------------------------------------------------------------------|\n";
-  char a[32];
+  char a[32], arena[16];
   fputs(rule, f);
-  fprintf(f, "| cudalloc memory summary, device %d: %-36.36s|\n", d->ordinal, d->props.name);
+  ca_arena_label(d, arena);   /* per arena: each is a table of its own (docs/design.md, arenas) */
+  fprintf(f, "| cudalloc memory summary, device %d%s: %-*.*s|\n", d->ordinal, arena, 36 - (int)strlen(arena),
+          36 - (int)strlen(arena), d->props.name);
   fprintf(f, "| %-19s | fragmentation %5.3f (1-peak alloc/peak reserved) |\n",
           ca_config.expandable_segments ? "expandable segments" : "classic segments", s->fragmentation);
   fputs(line, f);

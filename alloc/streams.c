@@ -67,7 +67,10 @@ bool ca_streams_place(ca_device_t *d) {
       unknown = true;   /* still unknown: try again at the next fence */
       continue;
     }
-    /* placed, or not a stream cudalloc can fence (gone, another context) */
+    /* placed, or not a stream cudalloc can fence (gone, another context);
+     * with arenas, placed on d alone: it stays for the siblings' fences to
+     * place too (a deferred stream is rare: a transient failure) */
+    if (rc == CUDA_SUCCESS && ca_config.arenas > 1) continue;
     deferred.streams[i--] = deferred.streams[--deferred.count];
   }
   unknown = unknown || deferred.overflow;

@@ -141,7 +141,7 @@ typedef struct ca_tcache_s {
   size_t room[2];
   tc_list_t lists[CA_TCACHE_STREAMS];
   held_t held[CA_TCACHE_HELD][CA_TCACHE_HELD_WAYS]; /* blocks the program holds from this thread */
-  tc_counts_t counts[CA_MAX_DEVICES];
+  tc_counts_t counts[CA_MAX_SLOTS];   /* by arena: a block's counts go to its own (b->slot) */
 } ca_tcache_t;
 
 static struct {
@@ -494,7 +494,7 @@ HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t 
   }
   hold_block(c, b, dev);
   c->bytes[large] -= b->size;
-  tc_counts_t *n = &c->counts[dev];
+  tc_counts_t *n = &c->counts[b->slot];
   bump(&n->hit_old_requested, (int64_t)b->requested);
   bump(&n->hit_bytes, (int64_t)b->size);
   bump(&n->hit_requested, (int64_t)size);
@@ -646,7 +646,7 @@ HOT bool give(void *ptr, ca_stream_t stream, bool fast, bool *slow) {
     *head = b;
     l->blocks++;
     c->bytes[large] += b->size;
-    tc_counts_t *n = &c->counts[dev];
+    tc_counts_t *n = &c->counts[b->slot];
     bump(&n->free_bytes, (int64_t)b->size);
     bump(&n->free_requested, (int64_t)b->requested);
     bump(&n->frees, 1);
@@ -723,6 +723,10 @@ static size_t flush_lists(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bo
       ca_block_t **at = &l->head[cls];
       while (*at) {
         ca_block_t *b = *at;
+        if (b->slot != d->slot) {   /* another arena's (a list is by ordinal): its own flush gives it back */
+          at = &b->tc_next;
+          continue;
+        }
         uintptr_t tc = __atomic_load_n(&b->tc, __ATOMIC_ACQUIRE);
         if (old_only && !(tc & OLD)) {
           __atomic_store_n(&b->tc, tc | OLD, __ATOMIC_RELEASE);
@@ -731,7 +735,7 @@ static size_t flush_lists(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bo
         }
         *at = b->tc_next;
         l->blocks--;
-        tc_counts_t *n = &c->counts[d->ordinal];
+        tc_counts_t *n = &c->counts[d->slot];
         bump(&n->bytes, -(int64_t)b->size);
         bump(&n->requested, -(int64_t)b->requested);
         bump(&n->blocks, -1);
@@ -746,7 +750,7 @@ static size_t flush_lists(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bo
 
 static size_t flush_cache(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bool forget) {
   size_t bytes = flush_lists(d, c, stream, false, 0, CA_TCACHE_CLASSES);
-  fold_into(d, &c->counts[d->ordinal]);
+  fold_into(d, &c->counts[d->slot]);
   /* d's block structs are about to be freed: the thread forgets what it
    * holds on every device (whose entries it cannot tell apart without
    * reading blocks of devices not locked); those frees go to the core. */
@@ -783,7 +787,7 @@ size_t ca_tcache_flush_mine(ca_device_t *d) {
   size_t bytes = held ? flush_lists(d, c, NULL, false, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES) : 0;
   if (bytes) {
     c->room[1] = held / 2;
-    fold_into(d, &c->counts[d->ordinal]);
+    fold_into(d, &c->counts[d->slot]);
   } else bytes = flush_cache(d, c, NULL, false);
   unhold(c);
   return bytes;
@@ -812,7 +816,7 @@ size_t ca_tcache_trim(ca_device_t *d) {
 void ca_tcache_fold(const ca_device_t *d, cudalloc_stats_t *s) {
   pthread_mutex_lock(&registry.lock);
   for (ca_tcache_t *c = registry.caches; c; c = c->next) {
-    tc_held_t h = held_of(&c->counts[d->ordinal]);
+    tc_held_t h = held_of(&c->counts[d->slot]);
     s->allocated_bytes.current -= h.bytes;
     s->allocated_bytes.total += h.hit_bytes;
     s->requested_bytes.current += h.drift - h.requested;
@@ -832,14 +836,14 @@ void ca_tcache_quiesce(void) {
 int64_t ca_tcache_blocks(const ca_device_t *d) {
   int64_t n = 0;
   pthread_mutex_lock(&registry.lock);
-  for (ca_tcache_t *c = registry.caches; c; c = c->next) n += held_of(&c->counts[d->ordinal]).blocks;
+  for (ca_tcache_t *c = registry.caches; c; c = c->next) n += held_of(&c->counts[d->slot]).blocks;
   pthread_mutex_unlock(&registry.lock);
   return n;
 }
 
 int64_t ca_tcache_drift(const ca_device_t *d) {
   int64_t drift = 0;
-  for (ca_tcache_t *c = registry.caches; c; c = c->next) drift += held_of(&c->counts[d->ordinal]).drift;
+  for (ca_tcache_t *c = registry.caches; c; c = c->next) drift += held_of(&c->counts[d->slot]).drift;
   return drift;
 }
 
@@ -853,7 +857,7 @@ static void thread_exit(void *arg) {
   ca_tcache_t *c = arg;
   if (c->gen != __atomic_load_n(&registry.gen, __ATOMIC_ACQUIRE)) return;   /* the parent's, in a fork child */
   bool exited = __atomic_load_n(&ca_state.exited, __ATOMIC_ACQUIRE);   /* no device call after exit */
-  for (int i = 0; !exited && i < CA_MAX_DEVICES; i++) {
+  for (int i = 0; !exited && i < CA_MAX_SLOTS; i++) {   /* every arena */
     ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
     if (!d) continue;
     ca_devlock_take(&d->lock);

@@ -25,7 +25,7 @@ static mode_t_ mode;                    /* set at start and stop, before and aft
 static char path[CA_CONFIG_PATH_MAX];
 static ca_trace_file_t file;            /* the full log (MODE_FULL) */
 static uint64_t lost;                   /* events no buffer could take (atomic) */
-static uint64_t last_ns[CA_MAX_DEVICES]; /* per device, under its lock */
+static uint64_t last_ns[CA_MAX_SLOTS]; /* per device, under its lock */
 static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint32_t thread_id(void) {
@@ -39,7 +39,7 @@ static uint32_t thread_id(void) {
  * (trace_clock.h): the readers convert it. */
 static inline __attribute__((always_inline)) uint64_t device_time(const ca_device_t *d) {
   uint64_t t = ca_trace_clock_raw();
-  uint64_t *last = &last_ns[d->ordinal];
+  uint64_t *last = &last_ns[d->slot];
   if (t <= *last) t = *last + 1;
   return *last = t;
 }

@@ -34,6 +34,9 @@
 #define CA_CHUNK_PAGES 10                 /* pages a small growth creates at once, slack allowing (pages.c) */
 #define CA_CHURN_RETURNS 4                /* a page mapped back this often where growths took it stays (churn.c) */
 #define CA_MAX_DEVICES 16
+/* A device's arenas (arena.c): arena k of ordinal o is slot k * CA_MAX_DEVICES + o,
+ * so that arena 0 of each ordinal is the ordinal itself (arenas:1, today's). */
+#define CA_MAX_SLOTS (CA_MAX_DEVICES * CA_MAX_ARENAS)
 #define CA_MAX_FENCE_EVENTS 64
 
 typedef struct ca_block_s ca_block_t;
@@ -72,6 +75,7 @@ struct ca_block_s {
   uint8_t kind;                 /* ca_block_kind_t, FREE blocks only */
   uint8_t in_bins;
   uint8_t bin_fl, bin_sl;       /* the bin it sits in, while in_bins */
+  uint8_t slot;                 /* its arena's slot (the struct stays in its arena: blocks.c) */
   uint32_t tid;                 /* LIVE: the allocating thread (leaks.c) */
   uint32_t step;                /* LIVE: the step it was allocated in (step.c) */
 };
@@ -91,6 +95,7 @@ typedef struct ca_bins_s {
   size_t bytes;
 } ca_bins_t;
 
+_Static_assert(CA_MAX_SLOTS <= 256, "a block's slot is a byte");
 _Static_assert(CA_BINS_FL <= 8 * sizeof(uint64_t), "a first-level bin per bit of fl_bitmap");
 _Static_assert(CA_BINS_SL <= 8 * sizeof(uint32_t), "a second-level bin per bit of sl_bitmap");
 _Static_assert(CA_BINS_FL <= 256 && CA_BINS_SL <= 256, "a block's bin_fl and bin_sl are bytes");
@@ -186,6 +191,8 @@ struct ca_queue_s {
 struct ca_device_s {
   ca_devlock_t lock;            /* devlock.h */
   int ordinal;
+  int arena;                    /* which of the ordinal's arenas (arena.c); 0: the ordinal's first */
+  int slot;                     /* arena * CA_MAX_DEVICES + ordinal: the per-arena arrays' index */
   bool ready;                   /* pools set up */
   bool passthrough;             /* cudalloc cannot serve it (no VMM, no reservation) */
   ca_device_props_t props;
@@ -227,6 +234,8 @@ struct ca_device_s {
   int64_t oom_step_peak;        /* oom.c: allocated bytes' peak since the step began */
   int64_t peak_taken[2];        /* peak.c: where its copies (allocated, reserved) were taken; 0: none */
   uint64_t peak_since[2];       /* peak.c: frees (allocated) and allocations (reserved) since its copy */
+  int64_t sibling_allocated;    /* arena.c: the other arenas' allocated and pending bytes at this arena's */
+  int64_t sibling_pending;      /* last squeeze, for its out-of-memory report (0 at arenas:1) */
 };
 
 /* Where ca_init stands (lifecycle.c moves it; ca_ready() reads it). */
@@ -235,7 +244,11 @@ typedef enum { CA_INIT_NONE, CA_INIT_OK, CA_INIT_FAILED } ca_init_state_t;
 typedef struct ca_state_s {
   const ca_backend_t *be;
   int ndevices;
-  ca_device_t *devices[CA_MAX_DEVICES];
+  ca_device_t *devices[CA_MAX_SLOTS];   /* by slot: devices[o] is ordinal o's arena 0 */
+  size_t reserved[CA_MAX_DEVICES];      /* by ordinal: every arena's reserved bytes, against limit (arena.c) */
+  size_t reserved_peak[CA_MAX_DEVICES]; /* by ordinal: the highest reserved was, since the last peak reset */
+  unsigned next_arena[CA_MAX_DEVICES];  /* by ordinal: the round-robin of first sights (arena.c) */
+  uint64_t peers[CA_MAX_DEVICES];       /* by ordinal: the devices given peer access (an arena made later takes them) */
   int captures;                 /* graph captures underway */
   bool exited;
   int init;                     /* ca_init_state_t, read and written atomically */

@@ -8,7 +8,9 @@
 # BENCH_SHORT=1: a short run for CI (bench_alloc --pairs 20000 --rounds 3,
 # 20 workload steps), well under a minute, so that the benchmarks cannot
 # rot; its figures are noisy. BENCH_ALLOC_ARGS replaces bench_alloc's
-# --pairs/--rounds.
+# --pairs/--rounds. BENCH_ARENAS (default 2): the thread part again at
+# arenas:N, each thread then in an arena of its own (docs/benchmarks.md,
+# "Arenas, eighth session"); 1 or empty: not run.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
@@ -34,6 +36,12 @@ status=0
   echo "\$ $BUILD/bench/bench_alloc --part threads $args"
   "$BUILD/bench/bench_alloc" --part threads $args || status=1
   echo
+  arenas=${BENCH_ARENAS-2}
+  if [ -n "$arenas" ] && [ "$arenas" != 1 ]; then
+    echo "\$ $BUILD/bench/bench_alloc --part threads $args --conf ,arenas:$arenas"
+    "$BUILD/bench/bench_alloc" --part threads $args --conf ",arenas:$arenas" || status=1
+    echo
+  fi
   "$BUILD/bench/bench_pinned" ${BENCH_PINNED_ARGS:-} || status=1
   echo
   BUILD=$BUILD bench/bench_workload.sh || status=1

@@ -39,6 +39,13 @@ static ca_config_t parse_ok(const char *conf) {
 // Valid strings
 // ----------------------------------------------------------------------------
 
+/* Every arena count from 1 to the most (the bounds included). */
+Test(config, arenas_from_one_to_the_most) {
+  cr_assert_eq(parse_ok("arenas:1").arenas, 1);
+  cr_assert_eq(parse_ok("arenas:2").arenas, 2);
+  cr_assert_eq(parse_ok("arenas:8").arenas, CA_MAX_ARENAS);
+}
+
 Test(config, defaults) {
   ca_config_t cfg;
   ca_config_defaults(&cfg);
@@ -54,6 +61,7 @@ Test(config, defaults) {
   cr_assert_eq(cfg.track_depth, 6);
   cr_assert_eq(cfg.leak_exit_code, 0);
   cr_assert_eq(cfg.thread_cache_kb, 1024);
+  cr_assert_eq(cfg.arenas, 1);
   cr_assert_eq(cfg.thread_cache_large_mb, 0, "the front cache's large blocks are off (docs/benchmarks.md)");
   cr_assert_not(cfg.quiet);
   cr_assert_str_empty(cfg.report);
@@ -209,6 +217,11 @@ static bad_case_t bad_cases[] = {
     {"sim_devices:+2", "bad value '+2'", "from 1 to 16"},
     {"sim_devices:0", "bad value '0'", "from 1 to 16"},
     {"sim_devices:17", "bad value '17'", "from 1 to 16"},
+    {"arenas:0", "bad value '0' for key 'arenas'", "from 1 to 8"},
+    {"arenas:9", "bad value '9'", "from 1 to 8"},
+    {"arenas:two", "bad value 'two'", "from 1 to 8"},
+    {"arenas:-2", "bad value '-2'", "from 1 to 8"},
+    {"arenas:2.5", "bad value '2.5'", "from 1 to 8"},
     {"memory_cap_mb:-5", "bad value", "from 0 to 1073741824"},
     {"max_split_size_mb:0", "bad value", "from 1 to 1073741824"},
     {"sim_granularity_kb:3000", "bad value '3000'", "a power of two"},
@@ -561,7 +574,7 @@ Test(config, print_lists_every_key_with_its_value) {
 static const char *all_keys[] = {"backend", "expandable_segments", "max_split_size_mb",
                                  "garbage_collection_threshold", "roundup_power2_divisions", "memory_cap_mb",
                                  "memory_fraction", "wait_before_growing", "page_churn_cap", "free_mode", "torch_free", "legacy_queue", "track", "track_depth", "leak_exit_code", "thread_cache_kb", "thread_cache_large_mb",
-                                 "quiet", "summary", "report", "report_signal", "oom_report", "trace", "trace_ring",
+                                 "arenas", "quiet", "summary", "report", "report_signal", "oom_report", "trace", "trace_ring",
                                  "step_on", "sample_ms", "creep_csv", "creep_svg",
                                  "sim_devices", "sim_capacity_mb", "sim_granularity_kb",
                                  "sim_events", "sim_lag_ops", "sim_no_vmm", "sim_fail", "sim_fail_rate", "sim_seed",

@@ -142,9 +142,10 @@ CUresult ca_holdings_dump(int dev, FILE *f);
  * every stream once it returns successfully, with no event recorded or
  * queried (fence.c); with step_on:sync a step ends there, as at
  * cudalloc_step(). */
+#define CA_SYNC_ARENAS 8   /* CA_MAX_ARENAS (config.h) */
 typedef struct {
   int dev;
-  uint64_t seq;   /* 0: nothing was filed */
+  uint64_t seq[CA_SYNC_ARENAS];   /* per arena of dev; 0: nothing was filed there */
 } ca_sync_token_t;
 ca_sync_token_t ca_device_sync_begin(void);
 void ca_device_sync_end(ca_sync_token_t t, bool ok);

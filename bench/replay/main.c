@@ -27,6 +27,7 @@ typedef struct {
   bool modes[2];   /* [0] classic, [1] expandable */
   bool honour, bisect, table, economy, dump_peak;
   uint64_t capacity;
+  const char *conf;   /* --conf: appended to the replay's configuration */
 } args_t;
 
 typedef struct {
@@ -40,7 +41,7 @@ static double mib(int64_t b) { return (double)b / (double)MiB; }
 
 static void usage(FILE *f) {
   fputs("usage: cudalloc-replay [--mode expandable|classic|both] [--honour-empty-cache] [--capacity-mb N]\n"
-        "                       [--no-bisect] [--table | --economy] [--dump-peak] TRACE...\n"
+        "                       [--no-bisect] [--table | --economy] [--dump-peak] [--conf ,key:value...] TRACE...\n"
         "TRACE: a PyTorch memory snapshot pickle, an RMM CSV log or a cudalloc trace (docs/whatif.md)\n", f);
 }
 
@@ -53,6 +54,7 @@ static int parse_args(int argc, char **argv, args_t *a, int *first) {
     else if (!strcmp(o, "--no-bisect")) a->bisect = false;
     else if (!strcmp(o, "--table")) a->table = true;
     else if (!strcmp(o, "--dump-peak")) a->dump_peak = true;
+    else if (!strcmp(o, "--conf") && i + 1 < argc) a->conf = argv[++i];
     else if (!strcmp(o, "--economy")) a->economy = true, a->bisect = false, a->modes[0] = false;
     else if (!strcmp(o, "--mode") && i + 1 < argc) {
       const char *m = argv[++i];
@@ -75,7 +77,7 @@ static int parse_args(int argc, char **argv, args_t *a, int *first) {
 
 static int run_mode(const ca_trace_t *t, int dev, bool expandable, const args_t *a, mode_result_t *m) {
   char err[256];
-  ca_replay_opts_t o = {.device = dev, .expandable = expandable, .honour_empty_cache = a->honour,
+  ca_replay_opts_t o = {.device = dev, .expandable = expandable, .honour_empty_cache = a->honour, .conf = a->conf,
                         .capacity = a->capacity ? a->capacity : ca_replay_ample_capacity(t, dev),
                         .dump_peak = a->dump_peak && !a->table && !a->economy};
   memset(m, 0, sizeof *m);

@@ -23,15 +23,15 @@ typedef struct {
 } run_t;
 
 static int start(const ca_replay_opts_t *o, char *err, size_t cap) {
-  char conf[256];
+  char conf[512];
   /* manual events: work completes when the trace says so; track:off: no call sites to keep;
    * oom_report:off: a replay's out-of-memory failures are its result, not files to leave behind;
    * thread_cache_kb:0: the replay's peaks are the trace's (a front cache's blocks count as
    * allocated in the peaks, and it answers what the allocator core does) */
   snprintf(conf, sizeof conf,
            "backend:sim,sim_events:manual,sim_devices:1,sim_capacity_mb:%llu,expandable_segments:%s,quiet:true,"
-           "track:off,oom_report:off,thread_cache_kb:0",
-           (unsigned long long)(o->capacity / MiB), o->expandable ? "true" : "false");
+           "track:off,oom_report:off,thread_cache_kb:0%s",
+           (unsigned long long)(o->capacity / MiB), o->expandable ? "true" : "false", o->conf ? o->conf : "");
   if (cudalloc_init(conf) != cudaSuccess) {
     snprintf(err, cap, "cudalloc did not start on the simulated device (%s)", conf);
     return -1;

@@ -24,6 +24,7 @@ typedef struct {
   bool honour_empty_cache;   /* replay the program's own empty_cache calls */
   uint64_t capacity;         /* bytes of the simulated device (whole MiB) */
   bool dump_peak;            /* keep where reserved memory was at the event that set its peak */
+  const char *conf;          /* appended to the replay's configuration (",key:value..."); NULL: none */
 } ca_replay_opts_t;
 
 typedef struct {

@@ -1,0 +1,153 @@
+/* What crosses a device's arenas above the core (siblings.h). */
+#include "siblings.h"
+
+#include "device.h"
+#include "fence.h"
+#include "pages.h"
+#include "stats.h"
+#include "tcache.h"
+
+// ----------------------------------------------------------------------------
+// Routing
+// ----------------------------------------------------------------------------
+
+/* The thread's (stream, ordinal) -> arena assignments: set-associative, a
+ * full set giving up its oldest way. A stream forgotten here is assigned
+ * anew at its next allocation (its blocks stay where they are, and each
+ * free finds its arena by address: only locality is lost). */
+#define ROUTE_SETS_LOG2 6
+#define ROUTE_WAYS 4
+typedef struct route_s {
+  ca_stream_t stream;
+  int ordinal;
+  int arena;
+} route_t;
+static __thread route_t routes[1 << ROUTE_SETS_LOG2][ROUTE_WAYS];
+static __thread unsigned char route_next[1 << ROUTE_SETS_LOG2];
+
+static route_t *route_set(ca_stream_t stream) {
+  uint64_t h = (uint64_t)(uintptr_t)stream * 0x9e3779b97f4a7c15ull;
+  return routes[h >> (64 - ROUTE_SETS_LOG2)];
+}
+
+static int assign(ca_stream_t stream, int ordinal) {
+  route_t *set = route_set(stream);
+  for (int w = 0; w < ROUTE_WAYS; w++)
+    if (set[w].stream == stream && set[w].ordinal == ordinal && set[w].arena < (int)ca_config.arenas)
+      return set[w].arena;
+  /* First sight: the next arena of the ordinal, so that two threads (or two
+   * streams) seen one after the other never share one while there are two. */
+  int k = (int)(__atomic_fetch_add(&ca_state.next_arena[ordinal], 1, __ATOMIC_RELAXED) % ca_config.arenas);
+  unsigned i = (unsigned)(set - routes[0]) / ROUTE_WAYS, w = route_next[i]++ % ROUTE_WAYS;
+  set[w] = (route_t){stream, ordinal, k};
+  return k;
+}
+
+ca_device_t *ca_siblings_route(ca_device_t *first, ca_stream_t stream) {
+  int k = assign(stream, first->ordinal);
+  ca_device_t *d;
+  /* a sibling that cannot be set up (no address space left): the first serves */
+  return k && ca_device_get_arena(first, k, &d) == CUDA_SUCCESS ? d : first;
+}
+
+// ----------------------------------------------------------------------------
+// Squeezing the siblings
+// ----------------------------------------------------------------------------
+
+/* What a sibling holds that another arena could use: its front-cache
+ * blocks, its pending frees once done, its free pages. */
+static size_t squeeze(ca_device_t *s) {
+  size_t before = (size_t)s->stats.reserved_bytes.current;
+  ca_tcache_flush(s, NULL, false);
+  ca_fences_wait_all(s);
+  ca_fences_poll(s);
+  ca_trim(s, 0);
+  return before - (size_t)s->stats.reserved_bytes.current;
+}
+
+/* Never two arena locks at once (their order is not defined): d's is let
+ * go while a sibling's is held. */
+size_t ca_siblings_squeeze(ca_device_t *d, bool *gone) {
+  size_t bytes = 0;
+  int64_t allocated = 0, pending = 0;
+  *gone = false;
+  d->sibling_allocated = d->sibling_pending = 0;
+  if (ca_config.arenas == 1 || CA_DEBUG(arena_no_sibling_trim)) return 0;
+  for (int k = 0; k < (int)ca_config.arenas; k++) {
+    ca_device_t *s = ca_arena_at(d->ordinal, k);
+    if (!s || s == d) continue;
+    ca_devlock_release(&d->lock);
+    ca_devlock_take(&s->lock);
+    if (s->ready) {
+      bytes += squeeze(s);
+      allocated += s->stats.allocated_bytes.current;   /* what the program holds there: the report's */
+      pending += s->stats.active_bytes.current - s->stats.allocated_bytes.current;
+    }
+    ca_devlock_release(&s->lock);
+    ca_devlock_take(&d->lock);
+    if (!d->ready) {   /* torn down meanwhile (a device reset): nothing of the caller's stands */
+      *gone = true;
+      return bytes;
+    }
+  }
+  d->sibling_allocated = allocated;
+  d->sibling_pending = pending;
+  return bytes;
+}
+
+// ----------------------------------------------------------------------------
+// Folds
+// ----------------------------------------------------------------------------
+
+static void add_stat(cudalloc_stat_t *to, const cudalloc_stat_t *s) {
+  to->current += s->current;
+  to->peak += s->peak;
+  to->total += s->total;
+}
+
+/* Sums: a current and a total are the ordinal's exactly; a peak is the sum
+ * of the arenas' peaks, an upper bound of the ordinal's (the arenas need
+ * not have peaked at once), but for reserved bytes, whose ordinal-wide
+ * peak the charge keeps (arena.c). */
+static void add_stats(cudalloc_stats_t *to, const cudalloc_stats_t *s) {
+#define CA_ADD(name, doc) add_stat(&to->name, &s->name);
+  CUDALLOC_STAT_BYTES(CA_ADD)
+  CUDALLOC_STAT_COUNTS(CA_ADD)
+#undef CA_ADD
+  if (s->largest_free_bytes > to->largest_free_bytes) to->largest_free_bytes = s->largest_free_bytes;
+}
+
+void ca_siblings_stats(ca_device_t *first, cudalloc_stats_t *out) {
+  ca_stats_snapshot(first, out);
+  if (ca_config.arenas == 1 || !first->ready || CA_DEBUG(arena_no_fold)) return;
+  ca_devlock_release(&first->lock);   /* one arena lock at a time */
+  for (int k = 1; k < (int)ca_config.arenas; k++) {
+    ca_device_t *s = ca_arena_at(first->ordinal, k);
+    if (!s) continue;
+    cudalloc_stats_t one;
+    ca_devlock_take(&s->lock);
+    bool ready = s->ready;
+    if (ready) ca_stats_snapshot(s, &one);
+    ca_devlock_release(&s->lock);
+    if (ready) add_stats(out, &one);
+  }
+  ca_devlock_take(&first->lock);
+  out->reserved_bytes.peak = (int64_t)ca_arena_reserved_peak(first);
+  int64_t peak_reserved = out->reserved_bytes.peak;
+  out->fragmentation = peak_reserved > 0 ? 1.0 - (double)out->allocated_bytes.peak / (double)peak_reserved : 0.0;
+}
+
+size_t ca_siblings_sum(ca_device_t *first, size_t (*fn)(ca_device_t *)) {
+  size_t bytes = first->ready ? fn(first) : 0;
+  if (ca_config.arenas == 1 || CA_DEBUG(arena_no_fold)) return bytes;
+  ca_devlock_release(&first->lock);
+  for (int k = 1; k < (int)ca_config.arenas; k++) {
+    ca_device_t *s = ca_arena_at(first->ordinal, k);
+    if (!s) continue;
+    ca_devlock_take(&s->lock);
+    if (s->ready) bytes += fn(s);
+    ca_devlock_release(&s->lock);
+  }
+  ca_devlock_take(&first->lock);
+  return bytes;
+}

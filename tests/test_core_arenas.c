@@ -1,0 +1,404 @@
+/* Arenas (alloc/arena.c): with arenas:N a device is N sibling devices.
+ * Two streams land in two arenas, a block goes back to its own arena
+ * whoever frees it, the ordinal's statistics and free memory are the sums
+ * of its arenas', the cap is the ordinal's (an arena short of memory takes
+ * what a sibling caches before it admits out-of-memory), and a random
+ * workload of threads and streams keeps the reuse oracle silent and
+ * cudalloc_check clean. The planted faults: arena_cap_per_arena (each
+ * arena charged against the whole limit alone: the sum passes it),
+ * arena_no_sibling_trim (a spurious out-of-memory), arena_no_fold (the
+ * ordinal reads its arena 0 alone). */
+#include "core_testing.h"
+
+#include <pthread.h>
+
+TestSuite(core_arenas, .fini = core_fini, .timeout = 120);
+
+/* The arena that holds p (its struct; unlocked again). */
+static ca_device_t *arena_of(const void *p) {
+  ca_device_t *d = ca_device_lock_owner((uintptr_t)p);
+  cr_assert_not_null(d, "no arena holds %p", p);
+  ca_devlock_release(&d->lock);
+  return d;
+}
+
+static ca_device_t *arena(int k) { return ca_state.devices[k * CA_MAX_DEVICES]; }
+
+static void *alloc_on(size_t size, ca_stream_t s) {
+  void *p = NULL;
+  cr_assert_eq(cudalloc_malloc(&p, size, (cudaStream_t)s), cudaSuccess, "allocation of %zu bytes", size);
+  return p;
+}
+
+#define CHECKED() cr_assert_eq(cudalloc_check(), 0, "cudalloc_check found a broken invariant")
+
+// ----------------------------------------------------------------------------
+// Routing, and frees by address
+// ----------------------------------------------------------------------------
+
+typedef struct {
+  ca_stream_t stream;
+  void *p;          /* allocated on stream by the thread */
+  void *free_this;  /* another's block, freed on stream by the thread */
+} thread_job_t;
+
+static void *thread_job(void *arg) {
+  thread_job_t *j = arg;
+  ca_state.be->set_device(0);
+  if (j->free_this) cr_assert_eq(cudalloc_free(j->free_this, (cudaStream_t)j->stream), cudaSuccess);
+  j->p = alloc_on(3 * MiB, j->stream);
+  return NULL;
+}
+
+Test(core_arenas, two_streams_land_in_two_arenas_and_blocks_go_home) {
+  core_start("arenas:2");
+  ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
+  void *a = alloc_on(1 * MiB, s1);
+  void *b = alloc_on(1 * MiB, s2);
+  CHECKED();
+  cr_assert_eq(arena_of(a)->arena, 0, "the first stream seen: arena 0");
+  cr_assert_eq(arena_of(b)->arena, 1, "the second: arena 1");
+  cr_assert_eq(arena_of(alloc_on(200 << 10, s1))->arena, 0, "a stream stays in its arena");
+  /* freed on the other stream: back to its own arena, not the freeing stream's */
+  int64_t in0 = arena(0)->stats.allocated_bytes.current, in1 = arena(1)->stats.allocated_bytes.current;
+  cr_assert_eq(cudalloc_free(a, (cudaStream_t)s2), cudaSuccess);
+  CHECKED();
+  cr_assert_eq(arena(0)->stats.allocated_bytes.current, in0 - (int64_t)(1 * MiB), "arena 0 got its block back");
+  cr_assert_eq(arena(1)->stats.allocated_bytes.current, in1, "arena 1 is untouched");
+  /* a thread of its own: a stream of its own is a first sight, the next arena
+   * (the third first sight: arena 0); it frees arena 1's block meanwhile */
+  thread_job_t j = {.stream = test_stream(false), .free_this = b};
+  pthread_t t;
+  pthread_create(&t, NULL, thread_job, &j);
+  pthread_join(t, NULL);
+  CHECKED();
+  cr_assert_eq(arena(1)->stats.allocated_bytes.current, in1 - (int64_t)(1 * MiB), "arena 1 got its block back");
+  cr_assert_eq(arena_of(j.p)->arena, 0, "the third first sight: arena 0 again");
+  cr_assert_eq(cudalloc_free_sync(j.p), cudaSuccess);
+  CHECKED();
+}
+
+/* Two threads, each on its own stream, never share an arena (round-robin
+ * at first sight: a hash of the streams would put them together half the
+ * time). */
+Test(core_arenas, two_threads_on_their_streams_take_two_arenas) {
+  core_start("arenas:2");
+  thread_job_t j[2] = {{.stream = test_stream(false)}, {.stream = test_stream(true)}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, thread_job, &j[i]);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  cr_assert_neq(arena_of(j[0].p), arena_of(j[1].p), "both threads in one arena");
+  CHECKED();
+}
+
+/* arenas:1 is today's allocator: a second stream shares the device. */
+Test(core_arenas, one_arena_is_the_device) {
+  core_start("");
+  void *a = alloc_on(1 * MiB, test_stream(false)), *b = alloc_on(1 * MiB, test_stream(false));
+  cr_assert_eq(arena_of(a), arena_of(b));
+  cr_assert_eq(arena_of(a), dev0());
+  cr_assert_null(arena(1));
+}
+
+// ----------------------------------------------------------------------------
+// Folds
+// ----------------------------------------------------------------------------
+
+/* Blocks live in both arenas, and cached memory in both. */
+static void two_arenas_busy(void **keep) {
+  ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
+  keep[0] = alloc_on(5 * MiB, s1);
+  keep[1] = alloc_on(7 * MiB, s2);
+  cr_assert_eq(cudalloc_free(alloc_on(9 * MiB, s1), (cudaStream_t)s1), cudaSuccess);
+  cr_assert_eq(cudalloc_free(alloc_on(11 * MiB, s2), (cudaStream_t)s2), cudaSuccess);
+  cr_assert_eq(arena_of(keep[0])->arena, 0);
+  cr_assert_eq(arena_of(keep[1])->arena, 1);
+}
+
+/* The ordinal's figures against its arenas' (read directly: one thread). */
+static bool stats_are_the_sums(void) {
+  cudalloc_stats_t s = stats0();
+  const cudalloc_stats_t *a = &arena(0)->stats, *b = &arena(1)->stats;
+  return s.allocated_bytes.current == a->allocated_bytes.current + b->allocated_bytes.current &&
+         s.reserved_bytes.current == a->reserved_bytes.current + b->reserved_bytes.current &&
+         s.num_allocs.current == a->num_allocs.current + b->num_allocs.current &&
+         s.backend_create.current == a->backend_create.current + b->backend_create.current;
+}
+
+/* Everything freed and settled: memGetInfo says every byte is free when it
+ * counts what both arenas could give back. */
+static bool free_memory_counts_both(void **keep) {
+  cr_assert_eq(cudalloc_free_sync(keep[0]), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync(keep[1]), cudaSuccess);
+  size_t free_b, total;
+  cr_assert_eq(ca_mem_get_info(0, &free_b, &total), CUDA_SUCCESS);
+  return free_b == total;
+}
+
+Test(core_arenas, the_ordinals_figures_are_the_sums) {
+  core_start("arenas:2,sim_events:auto");
+  void *keep[2];
+  two_arenas_busy(keep);
+  CHECKED();
+  cr_assert(arena(1)->stats.allocated_bytes.current > 0 && arena(1)->stats.reserved_bytes.current > 0);
+  cr_assert(stats_are_the_sums(), "cudalloc_get_stats is not the sum of the arenas'");
+  cr_assert(free_memory_counts_both(keep), "memGetInfo leaves out an arena's cached memory");
+  CHECKED();
+}
+
+Test(core_arenas, no_fold_is_caught) {
+  core_start("arenas:2,sim_events:auto");
+  void *keep[2];
+  two_arenas_busy(keep);
+  ca_debug.arena_no_fold = true;
+  cr_assert_not(stats_are_the_sums(), "the planted fault went unnoticed by the stats");
+  cr_assert_not(free_memory_counts_both(keep), "the planted fault went unnoticed by memGetInfo");
+  ca_debug.arena_no_fold = false;
+}
+
+// ----------------------------------------------------------------------------
+// The cap is the ordinal's
+// ----------------------------------------------------------------------------
+
+#define CAP_MB 64
+#define CAP_CONF "memory_cap_mb:64"
+
+static size_t reserved_sum(void) {
+  return (size_t)(arena(0)->stats.reserved_bytes.current + (arena(1) ? arena(1)->stats.reserved_bytes.current : 0));
+}
+
+/* Arena 0 caches 40 MiB (freed, completed); arena 1 asks for 40 MiB more
+ * than the cap leaves. Returns arena 1's answer; the sum of reserved stays
+ * in *most (its highest seen). */
+static cudaError_t squeeze_workload(size_t *most) {
+  core_start("arenas:2," CAP_CONF ",sim_capacity_mb:1024,oom_report:off,sim_events:auto");
+  ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
+  void *a = alloc_on(40 * MiB, s1);
+  cr_assert_eq(arena_of(a)->arena, 0);
+  cr_assert_eq(cudalloc_free(a, (cudaStream_t)s1), cudaSuccess);   /* cached in arena 0 */
+  *most = reserved_sum();
+  void *b = NULL;
+  capture_t c;
+  char sink[1];
+  capture_begin(&c);   /* the out-of-memory line of the planted fault */
+  cudaError_t rc = cudalloc_malloc(&b, 40 * MiB, (cudaStream_t)s2);
+  capture_end(&c, sink, sizeof sink);
+  if (reserved_sum() > *most) *most = reserved_sum();
+  if (rc == cudaSuccess) {
+    cr_assert_eq(arena_of(b)->arena, 1);
+    CHECKED();
+    cr_assert_eq(cudalloc_free_sync(b), cudaSuccess);
+  }
+  CHECKED();
+  return rc;
+}
+
+Test(core_arenas, an_arena_short_of_memory_takes_what_a_sibling_caches) {
+  size_t most;
+  cr_assert_eq(squeeze_workload(&most), cudaSuccess, "arena 1 ran out while arena 0 cached 40 MiB");
+  cr_assert_leq(most, (size_t)CAP_MB * MiB, "reserved %zu bytes across the arenas, above the cap", most);
+  cr_assert_leq(ca_arena_reserved(arena(0)), (size_t)CAP_MB * MiB);
+  cr_assert_eq(ca_arena_reserved(arena(0)), reserved_sum(), "the ordinal's charge is its arenas' reserved bytes");
+}
+
+Test(core_arenas, no_sibling_trim_is_caught) {
+  ca_debug.arena_no_sibling_trim = true;
+  size_t most;
+  cr_assert_eq(squeeze_workload(&most), cudaErrorMemoryAllocation, "the planted fault went unnoticed");
+}
+
+Test(core_arenas, a_per_arena_cap_is_caught) {
+  ca_debug.arena_cap_per_arena = true;
+  size_t most;
+  squeeze_workload(&most);
+  cr_assert_gt(most, (size_t)CAP_MB * MiB, "the planted fault went unnoticed: %zu bytes reserved", most);
+}
+
+/* The arenas' growths, at once, never pass the cap together: the peak of
+ * the ordinal's charge, which each growth makes before its driver call (so
+ * that it is never below what the arenas reserve), while two threads grow
+ * their arenas until the cap refuses them. */
+typedef struct {
+  ca_stream_t stream;
+  int ooms;
+} grower_t;
+
+static void *grow_until_full(void *arg) {
+  grower_t *g = arg;
+  ca_state.be->set_device(0);
+  void *p[64] = {0};
+  for (int i = 0; i < 64; i++)
+    if (cudalloc_malloc(&p[i], 3 * MiB, (cudaStream_t)g->stream) != cudaSuccess) g->ooms++;
+  for (int i = 0; i < 64; i++)
+    if (p[i]) cudalloc_free_sync(p[i]);
+  return NULL;
+}
+
+static size_t grow_at_once(void) {
+  core_start("arenas:2," CAP_CONF ",oom_report:off,quiet:true");
+  grower_t g[2] = {{.stream = test_stream(false)}, {.stream = test_stream(false)}};
+  pthread_t t[2];
+  capture_t c;
+  char sink[1];
+  capture_begin(&c);   /* the out-of-memory lines */
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, grow_until_full, &g[i]);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  capture_end(&c, sink, sizeof sink);
+  cr_assert_gt(g[0].ooms + g[1].ooms, 0, "128 blocks of 3 MiB fit a cap of %d MiB?", CAP_MB);
+  cr_assert_eq(ca_arena_reserved(arena(0)), reserved_sum(), "the ordinal's charge is its arenas' reserved bytes");
+  cr_assert_eq((size_t)stats0().reserved_bytes.peak, ca_arena_reserved_peak(arena(0)), "the ordinal's peak is the charge's");
+  CHECKED();
+  return ca_arena_reserved_peak(arena(0));
+}
+
+Test(core_arenas, arenas_growing_at_once_stay_within_the_cap) {
+  size_t most = grow_at_once();
+  cr_assert_leq(most, (size_t)CAP_MB * MiB, "the arenas reserved %zu bytes together, above the cap", most);
+}
+
+Test(core_arenas, arenas_growing_at_once_with_a_per_arena_cap_is_caught) {
+  ca_debug.arena_cap_per_arena = true;
+  size_t most = grow_at_once();
+  cr_assert_gt(most, (size_t)CAP_MB * MiB, "the planted fault went unnoticed: at most %zu bytes reserved", most);
+}
+
+// ----------------------------------------------------------------------------
+// Random threads and streams, at 2 to 4 arenas
+// ----------------------------------------------------------------------------
+
+#define RT_THREADS 4
+#define RT_OPS 1200
+#define RT_SLOTS 24
+#define RT_SHARED 8
+
+static void *rt_shared[RT_SHARED];
+static pthread_mutex_t rt_lock = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct {
+  int id;
+  uint64_t rng;
+  int failures;
+} rt_worker_t;
+
+static size_t rt_size(uint64_t *rng) {
+  uint64_t r = rng_next(rng);
+  return r % 4 == 0 ? 1 + rng_next(rng) % (8 * MiB) : r % 4 == 1 ? 512 + rng_next(rng) % (64 << 10)
+                                                                  : 512 + rng_next(rng) % (1 * MiB);
+}
+
+/* A block is written on one stream, maybe another than it was allocated
+ * on, and freed on that stream (what a program must do: the free orders
+ * the reuse after that stream's work alone); a block handed to another
+ * thread is freed there with cudaFree, which waits for every stream. */
+typedef struct {
+  void *p;
+  int on;           /* the stream it was written on, to be freed on */
+} rt_slot_t;
+
+static void rt_free(rt_worker_t *w, rt_slot_t *slot, ca_stream_t *streams) {
+  if (cudalloc_free(slot->p, (cudaStream_t)streams[slot->on]) != cudaSuccess) w->failures++;
+  slot->p = NULL;
+}
+
+static void *rt_work(void *arg) {
+  rt_worker_t *w = arg;
+  ca_state.be->set_device(0);
+  ca_stream_t streams[2] = {test_stream(w->id % 2), test_stream(false)};
+  rt_slot_t mine[RT_SLOTS] = {{0}};
+  for (int op = 0; op < RT_OPS; op++) {
+    int k = (int)(rng_next(&w->rng) % RT_SLOTS);
+    ca_stream_t s = streams[rng_next(&w->rng) % 2];
+    if (mine[k].p) {
+      rt_free(w, &mine[k], streams);
+    } else if (cudalloc_malloc(&mine[k].p, rt_size(&w->rng), (cudaStream_t)s) != cudaSuccess) {
+      w->failures++;
+      mine[k].p = NULL;
+    } else {
+      mine[k].on = (int)(rng_next(&w->rng) % 2);   /* often another stream than the allocating one */
+      TOUCH(streams[mine[k].on], mine[k].p, 512, true);
+    }
+    uint64_t r = rng_next(&w->rng) % 64;
+    if (r == 0 && mine[k].p) {   /* a block to another thread, which frees it with cudaFree */
+      pthread_mutex_lock(&rt_lock);
+      int j = (int)(rng_next(&w->rng) % RT_SHARED);
+      void *old = rt_shared[j];
+      rt_shared[j] = mine[k].p;
+      pthread_mutex_unlock(&rt_lock);
+      mine[k].p = NULL;
+      if (old && cudalloc_free_sync(old) != cudaSuccess) w->failures++;
+    } else if (r == 1) {   /* a stream destroyed once its blocks are freed on it, a new one in its place */
+      int i = (int)(rng_next(&w->rng) % 2);
+      for (int j = 0; j < RT_SLOTS; j++)
+        if (mine[j].p && mine[j].on == i) rt_free(w, &mine[j], streams);
+      ca_stream_destroyed(streams[i]);
+      cr_assert_eq(ca_sim_stream_destroy(streams[i]), CUDA_SUCCESS);
+      streams[i] = test_stream(false);
+    } else if (r == 2) {   /* the device synchronized, as cudaDeviceSynchronize */
+      ca_sync_token_t t = ca_device_sync_begin();
+      ca_device_sync_end(t, ca_state.be->device_sync(0) == CUDA_SUCCESS);
+    } else if (r == 3 && cudalloc_check()) {
+      w->failures++;
+    }
+  }
+  for (int k = 0; k < RT_SLOTS; k++)
+    if (mine[k].p) rt_free(w, &mine[k], streams);
+  return NULL;
+}
+
+static void random_threads(int arenas) {
+  char conf[96];
+  snprintf(conf, sizeof conf, "arenas:%d,sim_capacity_mb:2048", arenas);
+  core_start(conf);
+  pthread_t t[RT_THREADS];
+  rt_worker_t w[RT_THREADS];
+  for (int i = 0; i < RT_THREADS; i++) {
+    w[i] = (rt_worker_t){.id = i, .rng = 77 + (uint64_t)i * 1000 + (uint64_t)arenas};
+    pthread_create(&t[i], NULL, rt_work, &w[i]);
+  }
+  for (int i = 0; i < RT_THREADS; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < RT_THREADS; i++) cr_assert_eq(w[i].failures, 0, "thread %d: %d failures", i, w[i].failures);
+  for (int j = 0; j < RT_SHARED; j++)
+    if (rt_shared[j]) cr_assert_eq(cudalloc_free_sync(rt_shared[j]), cudaSuccess);
+  CHECKED();
+  int used = 0;
+  for (int k = 0; k < arenas; k++) used += arena(k) && arena(k)->stats.num_allocs.current > 0;
+  cr_assert_eq(used, arenas, "only %d of %d arenas allocated", used, arenas);
+  cudalloc_stats_t s = stats0();
+  cr_assert_eq(s.allocated_bytes.current, 0, "%lld bytes still allocated", (long long)s.allocated_bytes.current);
+  cr_assert_eq(cudalloc_empty_cache(), cudaSuccess);
+  CHECKED();
+  cr_assert_eq(ca_arena_reserved(arena(0)), 0, "the ordinal's charge outlived its memory");
+  cr_assert_eq(ca_sim_oracle_violations(), 0, "the reuse oracle: %s", ca_sim_oracle_report(0));
+}
+
+Test(core_arenas, random_threads_and_streams_at_two_arenas) { random_threads(2); }
+Test(core_arenas, random_threads_and_streams_at_three_arenas) { random_threads(3); }
+Test(core_arenas, random_threads_and_streams_at_four_arenas) { random_threads(4); }
+
+// ----------------------------------------------------------------------------
+// What every arena must know
+// ----------------------------------------------------------------------------
+
+/* A non-blocking stream registered while only arena 0 exists: arena 1,
+ * made later, fences it too, so that a cudaFree'd block of arena 1 that a
+ * kernel on it still writes is not handed out again (the reuse oracle
+ * would see it; without the copy at arena 1's set-up it did). */
+Test(core_arenas, a_later_arena_fences_the_non_blocking_streams) {
+  core_start("arenas:2,sim_events:manual,legacy_queue:off");
+  ca_stream_t s1 = test_stream(false), nb = test_stream(true);
+  cr_assert_eq(ca_stream_created(nb, true), CUDA_SUCCESS);
+  void *first = alloc_on(1 * MiB, s1);   /* arena 0 */
+  ca_stream_t s2 = test_stream(false);
+  void *p = alloc_on(2 * MiB, s2);        /* arena 1, made now: a page of its own */
+  cr_assert_eq(arena_of(p)->arena, 1);
+  TOUCH(nb, p, 4096, true);
+  cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
+  cudalloc_step();   /* seals cudaFree's queue: its fence's events are recorded now */
+  ca_sim_stream_complete(CA_STREAM_LEGACY);   /* the legacy stream's event is done; nb's work is not */
+  void *q = alloc_on(2 * MiB, s2);
+  cr_assert_neq(q, p, "handed out again while a kernel on the non-blocking stream writes it");
+  ca_sim_complete_all();
+  cr_assert_eq(cudalloc_free_sync(q), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync(first), cudaSuccess);
+  CHECKED();
+}
