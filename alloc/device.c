@@ -111,19 +111,6 @@ static CUresult device_setup(ca_device_t *d) {
   return CUDA_SUCCESS;
 }
 
-/* The non-blocking streams the ordinal's first arena knows, for a sibling
- * made later (ca_stream_created registers a stream on the arenas made by
- * then): copied out, one arena lock at a time. */
-static int nonblocking_of(int ordinal, ca_stream_t *out) {
-  ca_device_t *first = __atomic_load_n(&ca_state.devices[ordinal], __ATOMIC_ACQUIRE);
-  if (!first) return 0;
-  ca_devlock_take(&first->lock);
-  int n = first->nnonblocking;
-  for (int i = 0; i < n; i++) out[i] = first->nonblocking[i];
-  ca_devlock_release(&first->lock);
-  return n;
-}
-
 /* A device not made or not set up yet: out of line, so that the lookup of
  * a ready one (every allocation's) saves no registers. slot: which arena
  * of which ordinal (types.h). */
@@ -144,12 +131,14 @@ static __attribute__((noinline)) CUresult device_get_slow(int slot, ca_device_t 
   }
   CUresult rc = CUDA_SUCCESS;
   if (!__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) {
-    ca_stream_t nonblocking[CA_MAX_FENCE_EVENTS - 1];
-    int n = d->arena ? nonblocking_of(d->ordinal, nonblocking) : 0;
     ca_devlock_take(&d->lock);
     if (d->passthrough) rc = CUDA_ERROR_NOT_SUPPORTED;
-    else if (!d->ready) rc = device_setup(d);
-    for (int i = 0; i < n; i++) ca_stream_register_on(d, nonblocking[i]);
+    else if (!d->ready && !(rc = device_setup(d)) && d->arena) {
+      /* Ready first: a stream destroyed from now on visits this arena too. */
+      ca_stream_t nonblocking[CA_MAX_FENCE_EVENTS - 1];
+      int n = ca_streams_copy_nonblocking(d->ordinal, nonblocking);
+      for (int i = 0; i < n; i++) ca_stream_register_on(d, nonblocking[i]);
+    }
     ca_devlock_release(&d->lock);
   }
   *out = d;

@@ -4,6 +4,7 @@
  * free block and every queue: not for the allocation path. */
 #include "holdings.h"
 
+#include "arena.h"
 #include "bins.h"
 #include "core.h"
 #include "device.h"
@@ -61,8 +62,9 @@ static void print_queue(const char *name, queue_sum_t s, FILE *f) {
 
 void ca_holdings_print(ca_device_t *d, FILE *f) {
   const cudalloc_stats_t *st = &d->stats;
-  fprintf(f, "device %d: reserved %.1f MiB, mapped %.1f MiB, allocated %.1f MiB (requested %.1f MiB), "
-          "pending %.1f MiB, page cache %.1f MiB\n", d->ordinal, mib((double)st->reserved_bytes.current),
+  char arena[16];
+  fprintf(f, "device %d%s: reserved %.1f MiB, mapped %.1f MiB, allocated %.1f MiB (requested %.1f MiB), "
+          "pending %.1f MiB, page cache %.1f MiB\n", d->ordinal, ca_arena_label(d, arena), mib((double)st->reserved_bytes.current),
           mib((double)st->mapped_bytes.current), mib((double)st->allocated_bytes.current),
           mib((double)st->requested_bytes.current),
           mib((double)(st->active_bytes.current - st->allocated_bytes.current)),
@@ -90,12 +92,17 @@ void ca_holdings_print(ca_device_t *d, FILE *f) {
             n - MAX_QUEUES, mib((double)rest.open), mib((double)rest.sealed), rest.fences, mib((double)rest.reusable));
 }
 
+/* Every arena of dev, each its own section (arena.h), one lock at a time. */
 CUresult ca_holdings_dump(int dev, FILE *f) {
-  ca_device_t *d;
-  CUresult rc = ca_device_get(dev, &d);
+  ca_device_t *first;
+  CUresult rc = ca_device_get(dev, &first);
   if (rc) return rc;
-  ca_devlock_take(&d->lock);
-  ca_holdings_print(d, f);
-  ca_devlock_release(&d->lock);
+  for (int k = 0; k < (int)ca_config.arenas; k++) {
+    ca_device_t *d = ca_arena_at(dev, k);
+    if (!d) continue;
+    ca_devlock_take(&d->lock);
+    if (d->ready) ca_holdings_print(d, f);
+    ca_devlock_release(&d->lock);
+  }
   return CUDA_SUCCESS;
 }

@@ -222,6 +222,7 @@ CUresult ca_device_reset(int dev) {
   if (!ca_ready()) return CUDA_SUCCESS;
   if (dev < 0 || dev >= ca_state.ndevices) return CUDA_ERROR_INVALID_DEVICE;
   ca_streamdev_forget();   /* the device's streams are gone with it */
+  ca_streams_drop_nonblocking(dev, NULL);
   for (int k = 0; k < (int)ca_config.arenas; k++) {   /* every arena, one at a time */
     ca_device_t *d = ca_arena_at(dev, k);
     if (!d) continue;
@@ -247,6 +248,7 @@ CUresult ca_stream_created(ca_stream_t stream, bool nonblocking) {
   if (rc == CUDA_ERROR_INVALID_HANDLE || rc == CUDA_ERROR_NOT_SUPPORTED) return rc;
   if (!nonblocking) return CUDA_SUCCESS;   /* the legacy stream's event covers it */
   if (rc == CUDA_SUCCESS && ca_device_get(dev, &d) == CUDA_SUCCESS) {
+    ca_streams_note_nonblocking(dev, stream);   /* first: an arena made from now on copies it */
     for (int k = 0; k < (int)ca_config.arenas; k++) {   /* every arena's epoch fences it (a later one copies it) */
       ca_device_t *a = ca_arena_at(dev, k);
       if (!a) continue;
@@ -272,6 +274,7 @@ void ca_stream_used(ca_stream_t stream) { ca_legacyq_saw(stream); }
 void ca_stream_destroyed(ca_stream_t stream) {
   if (ca_stream_is_default(stream)) return;
   ca_stream_forget_deferred(stream);
+  ca_streams_drop_nonblocking(-1, stream);   /* first: an arena made from now on does not copy it */
   ca_each_device(stream_gone, stream);
   ca_streamdev_forget();   /* last: the flushes above ask about the stream */
 }

@@ -43,11 +43,19 @@ static int assign(ca_stream_t stream, int ordinal) {
   return k;
 }
 
+/* The thread's last answer, tried first: a thread's allocations come in
+ * runs on one stream. */
+static __thread route_t last_route;
+
 ca_device_t *ca_siblings_route(ca_device_t *first, ca_stream_t stream) {
-  int k = assign(stream, first->ordinal);
-  ca_device_t *d;
-  /* a sibling that cannot be set up (no address space left): the first serves */
-  return k && ca_device_get_arena(first, k, &d) == CUDA_SUCCESS ? d : first;
+  route_t *r = &last_route;
+  if (r->stream != stream || r->ordinal != first->ordinal || r->arena >= (int)ca_config.arenas)
+    *r = (route_t){stream, first->ordinal, assign(stream, first->ordinal)};
+  if (!r->arena) return first;
+  ca_device_t *d = ca_arena_at(first->ordinal, r->arena);
+  if (d && __atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) return d;
+  /* made on first use; one that cannot be set up (no address space left): the first serves */
+  return ca_device_get_arena(first, r->arena, &d) == CUDA_SUCCESS ? d : first;
 }
 
 // ----------------------------------------------------------------------------

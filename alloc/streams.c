@@ -9,6 +9,8 @@
  * stream whatever it is. */
 #include "streams.h"
 
+#include <string.h>
+
 #include "log.h"
 #include "streamdev.h"
 
@@ -78,11 +80,49 @@ bool ca_streams_place(ca_device_t *d) {
   return unknown;
 }
 
+// ----------------------------------------------------------------------------
+// The ordinals' non-blocking streams, for arenas made later
+// ----------------------------------------------------------------------------
+
+static struct {
+  pthread_mutex_t lock;
+  ca_stream_t streams[CA_MAX_DEVICES][CA_MAX_FENCE_EVENTS - 1];
+  int count[CA_MAX_DEVICES];
+} known = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void ca_streams_note_nonblocking(int ordinal, ca_stream_t stream) {
+  pthread_mutex_lock(&known.lock);
+  int n = known.count[ordinal], i = 0;
+  while (i < n && known.streams[ordinal][i] != stream) i++;
+  if (i == n && n < CA_MAX_FENCE_EVENTS - 1) known.streams[ordinal][known.count[ordinal]++] = stream;
+  pthread_mutex_unlock(&known.lock);   /* past the room: the arenas' own overflow says so at registration */
+}
+
+void ca_streams_drop_nonblocking(int ordinal, ca_stream_t stream) {
+  pthread_mutex_lock(&known.lock);
+  for (int o = ordinal < 0 ? 0 : ordinal; o < (ordinal < 0 ? CA_MAX_DEVICES : ordinal + 1); o++)
+    for (int i = 0; i < known.count[o]; i++)
+      if (!stream || known.streams[o][i] == stream) known.streams[o][i--] = known.streams[o][--known.count[o]];
+  pthread_mutex_unlock(&known.lock);
+}
+
+int ca_streams_copy_nonblocking(int ordinal, ca_stream_t *out) {
+  pthread_mutex_lock(&known.lock);
+  int n = known.count[ordinal];
+  for (int i = 0; i < n; i++) out[i] = known.streams[ordinal][i];
+  pthread_mutex_unlock(&known.lock);
+  return n;
+}
+
 void ca_streams_forget(bool after_fork) {
   if (after_fork) {   /* another thread may have held the lock at fork() */
     pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
     deferred.lock = fresh;
+    known.lock = fresh;
   }
+  pthread_mutex_lock(&known.lock);
+  memset(known.count, 0, sizeof known.count);
+  pthread_mutex_unlock(&known.lock);
   pthread_mutex_lock(&deferred.lock);
   deferred.count = 0;
   deferred.overflow = false;

@@ -25,6 +25,15 @@ static inline CUresult ca_stream_check(ca_device_t *d, ca_stream_t stream) {
 void ca_stream_register_on(ca_device_t *d, ca_stream_t stream);
 /* Keeps a non-blocking stream whose device could not be learned. */
 void ca_stream_defer(ca_stream_t stream);
+/* The non-blocking streams registered on an ordinal, for all its arenas
+ * (arena.h): noted by ca_stream_created before it registers the stream on
+ * the arenas made so far, dropped by ca_stream_destroyed before it visits
+ * them, copied by an arena at its set-up once it is ready (so that a
+ * destruction meanwhile either is not copied or visits the new arena).
+ * The lock is a leaf: taken under an arena's lock, never around one. */
+void ca_streams_note_nonblocking(int ordinal, ca_stream_t stream);
+void ca_streams_drop_nonblocking(int ordinal, ca_stream_t stream);   /* ordinal -1: every one */
+int ca_streams_copy_nonblocking(int ordinal, ca_stream_t *out);   /* out: CA_MAX_FENCE_EVENTS - 1 */
 void ca_stream_forget_deferred(ca_stream_t stream);
 /* Files the deferred streams that turn out to be d's; true when some
  * stream's device is still unknown (d's fence must then cover it by

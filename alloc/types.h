@@ -190,6 +190,12 @@ struct ca_queue_s {
 
 struct ca_device_s {
   ca_devlock_t lock;            /* devlock.h */
+  /* Nothing else on the lock's cache line: every free reads the fields
+   * below of each arena it tests (ca_device_lock_owner), and a line its
+   * owner's thread writes at every take would bounce between the CPUs
+   * (two GPU-like threads on two arenas: 1.10x one, the loads and the
+   * lock's atomics a third of the free's time). */
+  char lock_line[64 - sizeof(ca_devlock_t)];
   int ordinal;
   int arena;                    /* which of the ordinal's arenas (arena.c); 0: the ordinal's first */
   int slot;                     /* arena * CA_MAX_DEVICES + ordinal: the per-arena arrays' index */
