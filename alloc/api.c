@@ -88,7 +88,7 @@ cudaError_t cudalloc_get_address_range(const void *ptr, void **base, size_t *siz
 static void empty_device(ca_device_t *d, void *arg) {
   (void)arg;
   ca_tcache_flush(d, NULL, false);
-  ca_trace_mem(d, CA_EV_EMPTY_CACHE, 0, 0);
+  if (!d->arena) ca_trace_mem(d, CA_EV_EMPTY_CACHE, 0, 0);   /* the ordinal's event, once for its arenas */
   ca_fences_wait_all(d);
   ca_fences_poll(d);
   ca_trim(d, 0);
@@ -115,7 +115,7 @@ int cudalloc_check(void) {
 }
 
 static void step_device(ca_device_t *d, void *arg) {
-  ca_trace_mem(d, CA_EV_STEP, *(const uint64_t *)arg, 0);
+  if (!d->arena) ca_trace_mem(d, CA_EV_STEP, *(const uint64_t *)arg, 0);   /* once an ordinal */
   ca_fences_seal_epoch(d);
   ca_fences_poll(d);
   ca_oom_on_step(d);

@@ -54,8 +54,11 @@ ca_device_t *ca_siblings_route(ca_device_t *first, ca_stream_t stream) {
   if (!r->arena) return first;
   ca_device_t *d = ca_arena_at(first->ordinal, r->arena);
   if (d && __atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) return d;
-  /* made on first use; one that cannot be set up (no address space left): the first serves */
-  return ca_device_get_arena(first, r->arena, &d) == CUDA_SUCCESS ? d : first;
+  /* made on first use; one that cannot be set up (no address space left): the first serves,
+   * and the thread's run on this stream stays there */
+  if (ca_device_get_arena(first, r->arena, &d) == CUDA_SUCCESS) return d;
+  r->arena = 0;
+  return first;
 }
 
 // ----------------------------------------------------------------------------

@@ -412,3 +412,25 @@ Test(core_arenas, a_later_arena_fences_the_non_blocking_streams) {
 }
 /* The same at arenas:1, the allocator as it was: the control. */
 Test(core_arenas, random_threads_and_streams_at_one_arena) { random_threads(1); }
+
+/* An arena that cannot be set up (its address reservation refused, at
+ * each of the sizes tried) leaves its streams to the ordinal's first, said
+ * once; the allocation succeeds. */
+Test(core_arenas, an_arena_that_cannot_be_set_up_leaves_its_streams_to_the_first) {
+  core_start("arenas:2,sim_fail:reserve@2,sim_fail:reserve@3,sim_fail:reserve@4");
+  ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
+  void *a = alloc_on(1 * MiB, s1);
+  capture_t c;
+  char out[1024];
+  capture_begin(&c);
+  void *b = alloc_on(1 * MiB, s2);
+  void *b2 = alloc_on(1 * MiB, s2);
+  capture_end(&c, out, sizeof out);
+  cr_assert_eq(arena_of(a)->arena, 0);
+  cr_assert_eq(arena_of(b), arena_of(a), "arena 1 could not be set up: arena 0 serves its stream");
+  cr_assert_eq(arena_of(b2), arena_of(a));
+  cr_assert_not_null(strstr(out, "device 0, arena 1: cannot reserve virtual addresses"), "%s", out);
+  cr_assert_eq(count_of(out, "arena 1"), 1, "said once: %s", out);
+  cr_assert(arena(1)->passthrough);
+  CHECKED();
+}
