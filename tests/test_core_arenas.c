@@ -286,17 +286,26 @@ static size_t rt_size(uint64_t *rng) {
                                                                   : 512 + rng_next(rng) % (1 * MiB);
 }
 
-/* A block is written on one stream, maybe another than it was allocated
- * on, and freed on that stream (what a program must do: the free orders
- * the reuse after that stream's work alone); a block handed to another
- * thread is freed there with cudaFree, which waits for every stream. */
+/* A block is written on the stream it was allocated on, and freed on
+ * either of the thread's streams: on the other one only once that stream
+ * waits for the first's work (an event), as a program must order it (a
+ * free orders the reuse after the freeing stream's work alone: a write on
+ * the allocating stream left unordered is the program's race, which the
+ * reuse oracle reports). A block handed to another thread is freed there
+ * with cudaFree, which waits for every stream. */
 typedef struct {
   void *p;
-  int on;           /* the stream it was written on, to be freed on */
+  int on;           /* the stream it was allocated on and written on */
 } rt_slot_t;
 
-static void rt_free(rt_worker_t *w, rt_slot_t *slot, ca_stream_t *streams) {
-  if (cudalloc_free(slot->p, (cudaStream_t)streams[slot->on]) != cudaSuccess) w->failures++;
+static void rt_free(rt_worker_t *w, rt_slot_t *slot, ca_stream_t *streams, int f) {
+  if (f != slot->on) {   /* the freeing stream waits for the block's work */
+    ca_event_t e;
+    if (ca_state.be->event_create(0, &e) || ca_state.be->event_record(e, streams[slot->on]) ||
+        ca_sim_stream_wait_event(streams[f], e) || ca_state.be->event_destroy(e))
+      w->failures++;
+  }
+  if (cudalloc_free(slot->p, (cudaStream_t)streams[f]) != cudaSuccess) w->failures++;
   slot->p = NULL;
 }
 
@@ -310,15 +319,15 @@ static void *rt_work(void *arg) {
   rt_slot_t mine[RT_SLOTS] = {{0}};
   for (int op = 0; op < RT_OPS; op++) {
     int k = (int)(rng_next(&w->rng) % RT_SLOTS);
-    ca_stream_t s = streams[rng_next(&w->rng) % 2];
+    int a = (int)(rng_next(&w->rng) % 2);   /* often another stream than the allocating one frees */
     if (mine[k].p) {
-      rt_free(w, &mine[k], streams);
-    } else if (cudalloc_malloc(&mine[k].p, rt_size(&w->rng), (cudaStream_t)s) != cudaSuccess) {
+      rt_free(w, &mine[k], streams, a);
+    } else if (cudalloc_malloc(&mine[k].p, rt_size(&w->rng), (cudaStream_t)streams[a]) != cudaSuccess) {
       w->failures++;
       mine[k].p = NULL;
     } else {
-      mine[k].on = (int)(rng_next(&w->rng) % 2);   /* often another stream than the allocating one */
-      TOUCH(streams[mine[k].on], mine[k].p, 512, true);
+      mine[k].on = a;
+      TOUCH(streams[a], mine[k].p, 512, true);
     }
     uint64_t r = rng_next(&w->rng) % 64;
     if (r == 0 && mine[k].p) {   /* a block to another thread, which frees it with cudaFree */
@@ -332,7 +341,7 @@ static void *rt_work(void *arg) {
     } else if (r == 1) {   /* a stream destroyed once its blocks are freed on it, a new one in its place */
       int i = (int)(rng_next(&w->rng) % 2);
       for (int j = 0; j < RT_SLOTS; j++)
-        if (mine[j].p && mine[j].on == i) rt_free(w, &mine[j], streams);
+        if (mine[j].p && mine[j].on == i) rt_free(w, &mine[j], streams, i);
       ca_stream_destroyed(streams[i]);
       cr_assert_eq(ca_sim_stream_destroy(streams[i]), CUDA_SUCCESS);
       streams[i] = test_stream(false);
@@ -344,7 +353,7 @@ static void *rt_work(void *arg) {
     }
   }
   for (int k = 0; k < RT_SLOTS; k++)
-    if (mine[k].p) rt_free(w, &mine[k], streams);
+    if (mine[k].p) rt_free(w, &mine[k], streams, mine[k].on);
   return NULL;
 }
 
@@ -432,5 +441,52 @@ Test(core_arenas, an_arena_that_cannot_be_set_up_leaves_its_streams_to_the_first
   cr_assert_not_null(strstr(out, "device 0, arena 1: cannot reserve virtual addresses"), "%s", out);
   cr_assert_eq(count_of(out, "arena 1"), 1, "said once: %s", out);
   cr_assert(arena(1)->passthrough);
+  CHECKED();
+}
+
+/* Peer access reaches every arena's mappings: those made before it was
+ * enabled (arenas 0 and 1) and those of an arena made after (arena 2). */
+Test(core_arenas, peer_access_reaches_every_arena) {
+  SKIP_ON_CUDA("reads the simulated device's access records");
+  core_start("arenas:3,sim_devices:2");
+  ca_state.be->set_device(1);   /* the streams below are device 1's */
+  ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
+  void *a = alloc_on(3 * MiB, s1), *b = alloc_on(3 * MiB, s2);
+  cr_assert_eq(arena_of(a)->ordinal, 1);
+  cr_assert_neq(arena_of(a), arena_of(b), "two arenas of device 1");
+  cr_assert_not(ca_sim_access(0, (uintptr_t)b), "device 0 reaches device 1's memory before enabling it");
+  cr_assert_eq(ca_peer_access_enabled(0, 1), CUDA_SUCCESS);
+  cr_assert(ca_sim_access(0, (uintptr_t)a) && ca_sim_access(0, (uintptr_t)b), "an arena's mappings were not granted");
+  void *c = alloc_on(3 * MiB, test_stream(false));   /* the third first sight: arena 2, made now */
+  cr_assert_eq(arena_of(c)->arena, 2);
+  cr_assert(ca_sim_access(0, (uintptr_t)c), "an arena made after the enabling was not granted");
+  cr_assert_eq(ca_sim_violations(), 0, "a grant broke a rule of the device");
+  CHECKED();
+}
+
+static CUresult reset_rc;
+static void reset0(void) { reset_rc = ca_device_reset(0); }
+/* The reset's lines (a live block's memory given back) are not what this is about. */
+static CUresult capture_discard_rc_reset(void) {
+  capture_discard(reset0);
+  return reset_rc;
+}
+
+/* A device reset tears every arena down, and the ordinal's charge with
+ * them; both arenas serve again after it. */
+Test(core_arenas, a_device_reset_tears_down_every_arena) {
+  core_start("arenas:2,sim_events:auto");
+  ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
+  alloc_on(5 * MiB, s1);
+  alloc_on(7 * MiB, s2);   /* live at the reset: the program's memory goes with the device */
+  cr_assert_gt(ca_arena_reserved(arena(0)), 0);
+  cr_assert_eq(capture_discard_rc_reset(), CUDA_SUCCESS);
+  cr_assert_eq(ca_arena_reserved(arena(0)), 0, "the charge outlived the reset");
+  cr_assert_eq(arena(1)->stats.reserved_bytes.current, 0);
+  s1 = test_stream(false);
+  s2 = test_stream(false);
+  void *a = alloc_on(5 * MiB, s1), *b = alloc_on(7 * MiB, s2);
+  cr_assert_neq(arena_of(a), arena_of(b));
+  cr_assert_eq(ca_arena_reserved(arena(0)), reserved_sum());
   CHECKED();
 }
