@@ -284,6 +284,17 @@ HOT void hold_block(ca_tcache_t *c, ca_block_t *b, int dev) {
       break;
     }
   *slot = (held_t){b->addr | (uintptr_t)dev, b};
+  b->tc_slot = slot;
+}
+
+/* A hit's entry for b: the one b's free found, still b's unless a newer
+ * block took its slot (a cached block's entry is stale, so any may), so
+ * that a hit hashes nothing. b->tc_slot is the thread's: set by its
+ * hold_block when b came to it, and b has been its own since. */
+HOT void rehold_block(ca_tcache_t *c, ca_block_t *b, int dev) {
+  const held_t *h = b->tc_slot;
+  if ((h->b == b && h->addr == (b->addr | (uintptr_t)dev)) || CA_DEBUG(tcache_trust_slot)) return;
+  hold_block(c, b, dev);
 }
 
 /* An entry of (s, dev), in use or not: its owner is ca_stream_owner(s)'s
@@ -492,7 +503,7 @@ HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t 
     unhold(c);
     return NULL;
   }
-  hold_block(c, b, dev);
+  rehold_block(c, b, dev);
   c->bytes[large] -= b->size;
   tc_counts_t *n = &c->counts[b->slot];
   bump(&n->hit_old_requested, (int64_t)b->requested);

@@ -71,6 +71,7 @@ struct ca_block_s {
   void *site;                   /* LIVE: call site (tracking) */
   uintptr_t tc;                 /* LIVE: a thread's front cache's claim (tcache.c) */
   ca_block_t *tc_next;          /* cached: the front cache's list */
+  void *tc_slot;                /* the front cache's: where its thread last remembered it (tcache.c) */
   uint8_t state;                /* ca_block_state_t */
   uint8_t kind;                 /* ca_block_kind_t, FREE blocks only */
   uint8_t in_bins;

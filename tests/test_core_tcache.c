@@ -525,3 +525,44 @@ Test(core_tcache, a_core_free_is_not_refused_while_a_cached_free_looks_at_its_st
                rounds, tried);
   CHECK_CONSISTENT();
 }
+
+/* A hit keeps its block's entry among the blocks the thread holds
+ * (tcache.c rehold_block: no hash) only while that entry is still the
+ * block's: once cached, the entry is stale, and a newer block may take
+ * its slot; the hit then enters the block anew, so that its free is
+ * still the cache's. Here x is the first block its set remembers, and
+ * 8192 blocks held at once (eight a set) take every set's first slot
+ * after x is cached. */
+#define HELD_AT_ONCE 8192
+static bool a_hit_whose_slot_was_taken_is_freed_into_the_cache(bool trust_slot) {
+  core_start("track:caller,sim_events:auto,sim_capacity_mb:64,thread_cache_kb:65536");
+  ca_debug.tcache_trust_slot = trust_slot;
+  ca_stream_t s = new_stream();
+  static void *held[HELD_AT_ONCE + 1];
+  /* the memory first, through a path that remembers nothing: a growth
+   * later would flush the thread's cache (x) before it grows */
+  for (int i = 0; i <= HELD_AT_ONCE; i++) cr_assert_eq(ca_malloc(&held[i], 1024, NULL, CA_ALLOC_SYNC, NULL), CUDA_SUCCESS);
+  for (int i = 0; i <= HELD_AT_ONCE; i++) cr_assert_eq(cudalloc_free_sync(held[i]), cudaSuccess);
+  cudalloc_step();
+  ca_sim_complete_all();
+  seal_and_poll();
+  void *x = alloc_on(SMALL, s);
+  free_on(x, s);
+  for (int i = 0; i < HELD_AT_ONCE; i++) held[i] = alloc_on(1024, s);   /* another class: none hits x */
+  void *y = alloc_on(SMALL, s);
+  cr_assert_eq(y, x, "the hit");
+  bool cached = ca_tcache_give(y, s);
+  if (!cached) free_on(y, s);
+  for (int i = 0; i < HELD_AT_ONCE; i++) free_on(held[i], s);
+  ca_debug.tcache_trust_slot = false;
+  CHECK_CONSISTENT();
+  return cached;
+}
+
+Test(core_tcache, a_hit_whose_entry_was_taken_is_remembered_again) {
+  cr_assert(a_hit_whose_slot_was_taken_is_freed_into_the_cache(false));
+}
+
+Test(core_tcache, a_hit_that_trusts_a_taken_entry_loses_its_cached_free) {
+  cr_assert_not(a_hit_whose_slot_was_taken_is_freed_into_the_cache(true), "the broken hit still found its entry");
+}
