@@ -42,6 +42,8 @@ typedef struct ca_debug_s {
   bool legacyq_outlive_streams; /* the legacy queue's mode survives a new stream, thread or peer */
   bool tcache_no_trim;          /* a front cache full of blocks nobody takes stays full */
   bool tcache_ignore_fit;       /* a large front-cache hit takes a block of its class smaller than the request */
+  bool capture_leaves_calm;     /* a capture's start leaves the calm word calm (the inline tries go on) */
+  bool trace_leaves_calm;       /* the event log's start leaves the calm word calm (the inline tries go on) */
   bool tcache_trust_slot;       /* a front-cache hit believes its block's held entry is still there */
   bool churn_moves_all;         /* growths move pages however often they came back (churn.c) */
   bool churn_no_cap;            /* pages that came back stay however much memory is reserved (churn.c) */

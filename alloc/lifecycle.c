@@ -167,7 +167,7 @@ void cudalloc_shutdown(void) {
   memset(&ca_debug, 0, sizeof ca_debug);
 #endif
   __atomic_store_n(&ca_state.init, CA_INIT_NONE, __ATOMIC_RELEASE);
-  ca_unstir(CA_STIR_EXIT);   /* the memset cleared exited */
+  ca_unstir(CA_STIR_EXIT | CA_STIR_CAPTURE);   /* the memset cleared exited and the captures */
   pthread_mutex_unlock(&init_lock);
 }
 
@@ -194,7 +194,7 @@ void ca_fork_child(void) {
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
   init_lock = fresh;
   __atomic_store_n(&ca_state.init, CA_INIT_NONE, __ATOMIC_RELEASE);
-  ca_unstir(CA_STIR_EXIT);   /* the memset cleared exited */
+  ca_unstir(CA_STIR_EXIT | CA_STIR_CAPTURE);   /* the memset cleared exited and the captures */
 }
 
 /* Process exit: the summary and reports, written while the driver is still
@@ -291,8 +291,11 @@ static void release_held(ca_device_t *d, void *arg) {
 
 /* Only a stream other than the legacy one captures: the legacy queue's
  * mode ends, without a synchronization now that a capture is underway. */
+static bool capturing(void) { return __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0; }
+
 void ca_capture_begin(void) {
   __atomic_add_fetch(&ca_state.captures, 1, __ATOMIC_ACQ_REL);
+  if (!CA_DEBUG(capture_leaves_calm)) ca_stir(CA_STIR_CAPTURE);   /* the front cache's inline tries stop */
   ca_legacyq_end();
 }
 
@@ -301,7 +304,10 @@ void ca_capture_end(void) {
   do {   /* an end without a begin we saw leaves the count at zero */
     if (n <= 0) return;
   } while (!__atomic_compare_exchange_n(&ca_state.captures, &n, n - 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
-  if (n == 1) ca_each_device(release_held, NULL);
+  if (n == 1) {
+    ca_unstir_unless(CA_STIR_CAPTURE, capturing);
+    ca_each_device(release_held, NULL);
+  }
 }
 
 int *const ca_capture_count = &ca_state.captures;

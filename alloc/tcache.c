@@ -391,10 +391,9 @@ HOT CUresult stream_device(ca_tcache_t *c, ca_stream_t stream, int *dev) {
  * records (its hooks run under the device lock, in the core's order), nor
  * once the process exits (the core answers then). thread_cache_kb:0 is
  * tested where a block is claimed (ca_tcache_claim): no block is then
- * held or cached, and the hits and frees find none. */
-HOT bool usable_calm(void) {   /* the fronts' inline tries: calm, so not exiting (calm.h: stirred first) */
-  return !__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) && !ca_trace_on();   /* two compares to memory */
-}
+ * held or cached, and the hits and frees find none. The fronts' inline
+ * tries test none of the three: they run only while calm (calm.h), which
+ * a capture, the event log and the exit stir first. */
 HOT bool usable(void) {   /* one test of the three (no branch each: each is nearly always clear) */
   return !((unsigned)__atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) | (unsigned)ca_trace_on() |
            (unsigned)__atomic_load_n(&ca_state.exited, __ATOMIC_ACQUIRE));
@@ -478,7 +477,7 @@ static __attribute__((noinline)) ca_block_t *take_large(tc_list_t *l, unsigned c
  * before anything changed, for the full try to answer. */
 HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t stream, void *site, bool large,
                               bool fast, bool *slow) {
-  if (!c || !(fast ? usable_calm() : usable())) return NULL;
+  if (!c || !(fast || usable())) return NULL;
   stream = ca_stream_normal(stream);
   unsigned cls = 0;
   tc_list_t *l;
@@ -609,7 +608,7 @@ HOT bool give(void *ptr, ca_stream_t stream, bool fast, bool *slow) {
   held_t *h;
   uintptr_t addr;
   tc_list_t *l = NULL;
-  if (!ptr || !c || !(h = held_unheld(c, (uintptr_t)ptr, &addr)) || !(fast ? usable_calm() : usable())) return false;
+  if (!ptr || !c || !(h = held_unheld(c, (uintptr_t)ptr, &addr)) || !(fast || usable())) return false;
   ca_stream_t s = ca_stream_normal(stream);
   uint64_t gen = streamdev_gen();   /* before the device is asked */
   if (fast) {

@@ -62,7 +62,8 @@ bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *s
  * answers: nothing the full try could serve) or FULL: something needs a
  * call (a stream not seen under this generation, a default handle, the
  * thread's lock claimed, a large request), nothing changed: ask the full
- * try. */
+ * try. Called only while calm (calm.h), which a capture, the event log and
+ * the exit stir: the tries test none of them. */
 typedef enum { CA_TCACHE_DONE, CA_TCACHE_CORE, CA_TCACHE_FULL } ca_tcache_try_t;
 ca_tcache_try_t ca_tcache_hit_inline(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller);
 ca_tcache_try_t ca_tcache_give_inline(void *ptr, ca_stream_t stream);

@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "calm.h"
 #include "config.h"
 #include "log.h"
 #include "trace_buf.h"
@@ -109,6 +110,12 @@ void ca_trace_mem_event(ca_device_t *d, ca_trace_kind_t kind, uintptr_t addr, si
 // Start, stop, dump
 // ----------------------------------------------------------------------------
 
+/* Recording from now on: the front cache's inline tries stop (calm.h). */
+static void record(void) {
+  __atomic_store_n(&ca_trace_recording, true, __ATOMIC_RELEASE);
+  if (!CA_DEBUG(trace_leaves_calm)) ca_stir(CA_STIR_TRACE);
+}
+
 void ca_trace_start(void) {
   if (!ca_config.trace[0] || mode != MODE_OFF) return;
   if (!ca_config_expand_path(ca_config.trace, "", path, sizeof path)) {
@@ -133,13 +140,18 @@ void ca_trace_start(void) {
     }
     mode = MODE_FULL;
   }
-  __atomic_store_n(&ca_trace_recording, true, __ATOMIC_RELEASE);
+  record();
 }
 
-void ca_trace_pause(void) { __atomic_store_n(&ca_trace_recording, false, __ATOMIC_RELEASE); }
+static bool recording(void) { return __atomic_load_n(&ca_trace_recording, __ATOMIC_ACQUIRE); }
+
+void ca_trace_pause(void) {
+  __atomic_store_n(&ca_trace_recording, false, __ATOMIC_RELEASE);
+  ca_unstir_unless(CA_STIR_TRACE, recording);
+}
 
 void ca_trace_resume(void) {
-  if (mode != MODE_OFF) __atomic_store_n(&ca_trace_recording, true, __ATOMIC_RELEASE);
+  if (mode != MODE_OFF) record();
 }
 
 void ca_trace_stop(void) {
@@ -181,6 +193,7 @@ CUresult ca_trace_dump(const char *to) {
 
 void ca_trace_fork_child(void) {
   __atomic_store_n(&ca_trace_recording, false, __ATOMIC_RELAXED);
+  ca_unstir(CA_STIR_TRACE);
   if (mode == MODE_FULL && file.fd >= 0) close(file.fd);   /* the parent's bytes stay the parent's */
   ca_trace_buf_abandon();
   pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;

@@ -5,10 +5,15 @@
  * the call site (track:stack, the default), which the front-cache suites'
  * track:caller never reaches: here each check is reached through it, and
  * each test fails with its check taken out of the inline try (the device
- * compare, the divisions test, the capture count). */
+ * compare, the divisions test) or out of what the tries rely on (the calm
+ * word's stir by a capture and by the event log). */
 #include <criterion/criterion.h>
 
 #include "tcache_testing.h"
+
+#include <unistd.h>
+
+#include "trace.h"
 
 TestSuite(core_tcache_inline, .fini = tcache_fini);
 
@@ -94,9 +99,14 @@ Test(core_tcache_inline, roundup_power2_divisions_hits_in_the_rounded_class) {
 static void capture_begin_now(void) { ca_capture_begin(); }
 
 /* During a capture the frees are held back and the cache is not used: a
- * block freed then is not cached, and a request then gets no hit. */
-Test(core_tcache_inline, a_capture_stops_the_inline_free) {
+ * block freed then is not cached, and a request then gets no hit. The
+ * inline tries test no capture count: a capture stirs the calm word
+ * (calm.h), and they run only while calm; the test switch
+ * capture_leaves_calm takes the stir out. Returns whether the free during
+ * the capture was cached. */
+static bool a_free_during_a_capture_is_cached(bool leave_calm) {
   core_start("sim_events:auto");
+  ca_debug.capture_leaves_calm = leave_calm;
   ca_stream_t a = new_stream();
   void *p;
   bool hit;
@@ -105,19 +115,71 @@ Test(core_tcache_inline, a_capture_stops_the_inline_free) {
   int64_t cached = cached_bytes();
   ca_capture_begin();
   free_on(p, a);
-  cr_assert_eq(cached_bytes(), cached, "the free during the capture went to the core");
+  bool into_cache = cached_bytes() != cached;
   ca_capture_end();
   CHECK_CONSISTENT();
+  return into_cache;
 }
 
-Test(core_tcache_inline, a_capture_stops_the_inline_hit) {
+Test(core_tcache_inline, a_capture_stops_the_inline_free) {
+  cr_assert_not(a_free_during_a_capture_is_cached(false), "the free during the capture went to the core");
+}
+
+Test(core_tcache_inline, a_capture_that_leaves_calm_lets_the_inline_free_in) {
+  cr_assert(a_free_during_a_capture_is_cached(true), "the broken capture still stopped the inline free");
+}
+
+static bool a_request_during_a_capture_hits(bool leave_calm) {
   core_start("sim_events:auto");
+  ca_debug.capture_leaves_calm = leave_calm;
   ca_stream_t a = new_stream();
   void *p;
   bool hit;
   cr_assert_eq(cycle(a, SMALL, 5, (last_t){-1, capture_begin_now}, &p, &hit), CUDA_SUCCESS);
-  cr_assert_not(hit, "no hit during a capture");
   free_on(p, a);
   ca_capture_end();
   CHECK_CONSISTENT();
+  return hit;
+}
+
+Test(core_tcache_inline, a_capture_stops_the_inline_hit) {
+  cr_assert_not(a_request_during_a_capture_hits(false), "no hit during a capture");
+}
+
+Test(core_tcache_inline, a_capture_that_leaves_calm_lets_the_inline_hit_in) {
+  cr_assert(a_request_during_a_capture_hits(true), "the broken capture still stopped the inline hit");
+}
+
+/* The same for the event log, whose hooks run under the device lock: once
+ * it records again (resumed), a block the cache held while it was paused
+ * is freed through the core (trace_leaves_calm: the resume does not stir).
+ * Returns whether that free was cached. */
+static bool a_free_while_the_log_records_is_cached(bool leave_calm) {
+  char log[128];
+  snprintf(log, sizeof log, "/tmp/cudalloc-tcache-inline-%d.log", (int)getpid());
+  char conf[256];
+  snprintf(conf, sizeof conf, "sim_events:auto,trace:%s", log);
+  core_start(conf);
+  ca_debug.trace_leaves_calm = leave_calm;
+  ca_trace_pause();
+  ca_stream_t a = new_stream();
+  void *p;
+  bool hit;
+  cr_assert_eq(cycle(a, SMALL, 5, (last_t){-1, NULL}, &p, &hit), CUDA_SUCCESS);
+  cr_assert(hit, "paused, the cache serves");
+  int64_t cached = cached_bytes();
+  ca_trace_resume();
+  free_on(p, a);
+  bool into_cache = cached_bytes() != cached;
+  CHECK_CONSISTENT();
+  unlink(log);   /* open until the suite's shutdown */
+  return into_cache;
+}
+
+Test(core_tcache_inline, the_event_log_stops_the_inline_free) {
+  cr_assert_not(a_free_while_the_log_records_is_cached(false), "the free while the log records went to the core");
+}
+
+Test(core_tcache_inline, an_event_log_that_leaves_calm_lets_the_inline_free_in) {
+  cr_assert(a_free_while_the_log_records_is_cached(true), "the broken log still stopped the inline free");
 }
