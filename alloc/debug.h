@@ -25,6 +25,7 @@ typedef struct ca_debug_s {
   bool trace_clock_monotonic;   /* the event log's clock is CLOCK_MONOTONIC even where the TSC would do */
   bool stackwalk_trust_caller;  /* a remembered stack matches on its innermost frame alone */
   bool stackwalk_memo_trust;    /* a thread's memo believes its stack on (caller, CFA) alone */
+  bool stackwalk_memo_shallow;  /* a thread's memo believes a deep stack on the frames it copies */
   bool sites_miss_frees;        /* the per-site live totals ignore frees */
   bool stale_stream_devices;    /* threads keep their streams' devices through every change */
   bool qtable_no_shift;         /* the queue hash deletes without moving the run back */

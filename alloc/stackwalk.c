@@ -271,7 +271,15 @@ static void *remembered(void *caller, const char *cfa, int depth) {
     mine.gen = gen;
     return NULL;
   }
-  return ca_stackwalk_remembered(caller, cfa, depth);
+  void *site = ca_stackwalk_remembered(caller, cfa, depth);
+  if (site || depth <= MEMO_FRAMES) return site;
+  const memo_t *m = memo_of(caller, cfa);   /* a deep stack's entry: its own key, its further frames */
+  for (int w = 0; w < 2; w++, m++)
+    if (ca_stackwalk_still(m, caller, cfa + 1, depth) && (CA_DEBUG(stackwalk_memo_shallow) || ca_stackwalk_still_deep(m))) {
+      CA_DEBUG_TALLY(stackwalk_memo_hits);
+      return m->site;
+    }
+  return NULL;
 }
 
 /* The newest in the first way, the one before it in the second. */
@@ -279,7 +287,7 @@ static void *remember(void *caller, const char *cfa, int depth, uintptr_t slot0,
   if (!CA_DEBUG(stackwalk_trust_caller) && mine.gen == __atomic_load_n(&generation, __ATOMIC_ACQUIRE)) {
     memo_t *m = memo_of(caller, cfa);
     m[1] = m[0];
-    m[0] = (memo_t){cfa, depth, s->n > MEMO_FRAMES, s->site, s, {0}, {0}};   /* pc[0] is caller: f[0] */
+    m[0] = (memo_t){s->n > MEMO_FRAMES ? cfa + 1 : cfa, depth, s->site, s, {0}, {0}};   /* pc[0] is caller: f[0] */
     for (int i = 0; i < MEMO_FRAMES; i++) {
       m->pc[i] = i < s->n ? s->f[i].pc : NULL;
       m->slot[i] = i < s->n ? (void *const *)(slot0 + (uintptr_t)s->f[i].off) : &m->pc[i];

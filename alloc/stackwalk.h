@@ -29,15 +29,15 @@ void *ca_stackwalk_site_at(void *caller, int depth, bool cached, ca_stackwalk_in
  * call: per entry the slot of each frame and the return address it held
  * (pc[0] is the caller: the key); a stack of fewer frames points the rest
  * at their own pc (always equal); frames past CA_STACKWALK_MEMO_FRAMES are
- * checked through the stack's entry (ca_stackwalk_still_deep). 128 bytes
- * an entry: an index is a shift. */
+ * checked through the stack's entry (ca_stackwalk_still_deep), out of line:
+ * such an entry is keyed by its CFA + 1 (a CFA is a stack pointer: aligned), which
+ * the inline memo never asks for. 128 bytes an entry: an index is a shift. */
 #define CA_STACKWALK_MEMO_FRAMES 6   /* track_depth's default */
 #define CA_STACKWALK_MEMO_LOG2 3     /* entries per thread: 8, in sets of two */
 
 typedef struct ca_stackwalk_memo_s {
-  const char *cfa;                   /* NULL: an empty entry */
+  const char *cfa;                   /* NULL: an empty entry; + 1: more frames than the copy */
   int depth;
-  bool deep;                         /* more frames than the copy */
   void *site;
   const void *stack;                 /* stackwalk.c's entry */
   void *const *slot[CA_STACKWALK_MEMO_FRAMES];
@@ -48,7 +48,8 @@ _Static_assert(sizeof(ca_stackwalk_memo_t) == 128, "a memo entry is found by a s
 typedef struct ca_stackwalk_thread_s {
   uintptr_t lo, hi;                  /* the stack's bounds (hi 0: not asked yet) */
   unsigned gen;                      /* the memo is believed while it is ca_stackwalk_generation */
-  unsigned last;                     /* the entry matched last, tried first: a loop's stack needs no hash */
+  unsigned last_at;                  /* the entry matched last, tried first (its offset in memo, in bytes):
+                                      * a loop's stack needs no hash */
   ca_stackwalk_memo_t memo[1 << CA_STACKWALK_MEMO_LOG2];
 } ca_stackwalk_thread_t;
 
@@ -69,7 +70,8 @@ static inline void *ca_stackwalk_word(void *const *p) {
 }
 
 /* The CFA first: only under the same CFA are the slots this thread's stack
- * (stackwalk.c); then the key's rest and every frame in one test. */
+ * (stackwalk.c); then the key's rest and every copied frame in one test
+ * (cfa + 1: a deep entry's, whose further frames the caller checks). */
 static inline bool ca_stackwalk_still(const ca_stackwalk_memo_t *m, void *caller, const char *cfa, int depth) {
   if (m->cfa != cfa) return false;
   if (CA_DEBUG(stackwalk_memo_trust)) return m->pc[0] == caller && m->depth == depth;
@@ -77,7 +79,7 @@ static inline bool ca_stackwalk_still(const ca_stackwalk_memo_t *m, void *caller
 #pragma GCC unroll 8
   for (int i = 0; i < CA_STACKWALK_MEMO_FRAMES; i++)
     differ |= (uintptr_t)ca_stackwalk_word(m->slot[i]) ^ (uintptr_t)m->pc[i];
-  return !differ && (!m->deep || ca_stackwalk_still_deep(m));
+  return !differ;
 }
 
 /* The first way of (caller, cfa)'s set of two. */
@@ -93,11 +95,11 @@ static inline ca_stackwalk_memo_t *ca_stackwalk_set(ca_stackwalk_thread_t *t, vo
 static inline __attribute__((always_inline)) void *ca_stackwalk_remembered(void *caller, const char *cfa, int depth) {
   ca_stackwalk_thread_t *t = &ca_stackwalk_mine;
   if (t->gen != __atomic_load_n(&ca_stackwalk_generation, __ATOMIC_ACQUIRE)) return NULL;
-  const ca_stackwalk_memo_t *m = &t->memo[t->last & ((1u << CA_STACKWALK_MEMO_LOG2) - 1)];
+  const ca_stackwalk_memo_t *m = (const ca_stackwalk_memo_t *)((const char *)t->memo + t->last_at);
   if (!ca_stackwalk_still(m, caller, cfa, depth)) {   /* every entry is checked whole: any may be tried */
     m = ca_stackwalk_set(t, caller, cfa);
     if (!ca_stackwalk_still(m, caller, cfa, depth) && !ca_stackwalk_still(++m, caller, cfa, depth)) return NULL;
-    t->last = (unsigned)(m - t->memo);
+    t->last_at = (unsigned)((const char *)m - (const char *)t->memo);
   }
   CA_DEBUG_TALLY(stackwalk_memo_hits);
   return m->site;

@@ -209,6 +209,45 @@ Test(unit_track, a_memo_that_trusts_caller_and_cfa_is_caught) {
   cr_assert_neq(from_b(), a, "and the real one tells them apart");
 }
 
+/* Deeper than the memo's copy of six frames (track_depth:8): d1..d6 make
+ * the stacks of from_a8 and from_b8 the same up to frame 6, and only frame
+ * 7 tells them apart, which a deep entry of the memo checks out of line
+ * (stackwalk.c: keyed by its CFA + 1, its further frames through the
+ * stack's entry). A memo that believes the frames it copies takes b's
+ * stack for a's. */
+#define DEEPER(name, inner)                      \
+  __attribute__((noinline)) static void *name(void) { \
+    void *site = inner();                        \
+    __asm__ volatile("" ::: "memory");           \
+    return site;                                 \
+  }
+DEEPER(d1, helper)
+DEEPER(d2, d1)
+DEEPER(d3, d2)
+DEEPER(d4, d3)
+DEEPER(d5, d4)
+DEEPER(d6, d5)
+DEEPER(from_a8, d6)
+DEEPER(from_b8, d6)
+
+Test(unit_track, the_memo_tells_apart_stacks_that_differ_past_its_copy) {
+  track(CA_TRACK_STACK, 8);
+  uint64_t hits = ca_debug.stackwalk_memo_hits;
+  expect_told_apart(from_a8, from_b8, 7);
+  cr_assert_gt(ca_debug.stackwalk_memo_hits - hits, 0, "the memo answered some of them");
+}
+
+Test(unit_track, a_memo_that_believes_its_copy_of_a_deep_stack_is_caught) {
+  track(CA_TRACK_STACK, 8);
+  void *a = NULL;
+  for (volatile int round = 0; round < 2; round++) a = from_a8();
+  ca_debug.stackwalk_memo_shallow = true;
+  void *b = from_b8();
+  ca_debug.stackwalk_memo_shallow = false;
+  cr_assert_eq(a, b, "the broken memo took b's stack for a's");
+  cr_assert_neq(from_b8(), a, "and the real one tells them apart");
+}
+
 Test(unit_track, python_frames_only_with_python_loaded) {
   track(CA_TRACK_PYTHON, 6);
   void *s = helper();
