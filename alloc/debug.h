@@ -45,6 +45,7 @@ typedef struct ca_debug_s {
   bool tcache_ignore_fit;       /* a large front-cache hit takes a block of its class smaller than the request */
   bool capture_leaves_calm;     /* a capture's start leaves the calm word calm (the inline tries go on) */
   bool trace_leaves_calm;       /* the event log's start leaves the calm word calm (the inline tries go on) */
+  bool tcache_none_is_a_cache;  /* a thread without a front cache takes the shared empty one for its own */
   bool tcache_trust_slot;       /* a front-cache hit believes its block's held entry is still there */
   bool churn_moves_all;         /* growths move pages however often they came back (churn.c) */
   bool churn_no_cap;            /* pages that came back stay however much memory is reserved (churn.c) */

@@ -126,7 +126,8 @@ typedef struct ca_tcache_s {
   uint32_t tid;                 /* its thread's id, for the leak stamp of its hits */
   struct ca_tcache_s *prev, *next;
   size_t bytes[2];              /* cached, all devices: small blocks, large ones (each against its cap) */
-  tc_list_t *last;              /* the list of the last hit or cached free: tried first */
+  size_t last_at;               /* the list of the last hit or cached free, tried first: its offset in
+                                 * lists, in bytes (0, a zeroed cache's: the first, no stream's) */
   ca_stream_t sd_stream;        /* the last created stream whose device was asked... */
   int sd_dev;                   /* ...that device... */
   uint64_t sd_gen;              /* ...under this stream-device generation (0: none) */
@@ -153,7 +154,19 @@ static struct {
 } registry = {.lock = PTHREAD_MUTEX_INITIALIZER, .gen = 1};
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static __thread ca_tcache_t *mine;
+/* A thread without a cache of its own has this one, zeroed and never
+ * written: it lists no stream and remembers no block, so that the fronts'
+ * inline tries find nothing in it without a test of the pointer; every
+ * path that would write a cache tests for it (has_cache). */
+static ca_tcache_t none;
+static __thread ca_tcache_t *mine = &none;
+static inline bool has_cache(const ca_tcache_t *c) { return c != &none || CA_DEBUG(tcache_none_is_a_cache); }
+/* The calling thread's cache, or none: never NULL. */
+static inline __attribute__((always_inline)) ca_tcache_t *me(void) {
+  ca_tcache_t *c = mine;
+  if (!c) __builtin_unreachable();
+  return c;
+}
 
 /* The small helpers of a hit, inlined into it. */
 #define HOT static inline __attribute__((always_inline))
@@ -237,14 +250,13 @@ static void make_key(void) { registry.key_ok = pthread_key_create(&registry.key,
 
 /* The calling thread's cache, made on first use; NULL when it cannot be. */
 static ca_tcache_t *my_cache(void) {
-  ca_tcache_t *c = mine;
-  if (c && c->gen == __atomic_load_n(&registry.gen, __ATOMIC_ACQUIRE)) return c;
+  ca_tcache_t *c = me();
+  if (has_cache(c) && c->gen == __atomic_load_n(&registry.gen, __ATOMIC_ACQUIRE)) return c;
   pthread_once(&key_once, make_key);
   if (!registry.key_ok || !(c = calloc(1, sizeof *c))) return NULL;
   ca_tclock_make(&c->lock);   /* in the locks' mode, chosen at the first */
   c->room[1] = SIZE_MAX;   /* the cap, at the first claim */
   c->tid = ca_stamp_my_tid();   /* kept: after the core's fork handler a child's thread makes a cache of its own */
-  c->last = &c->lists[0];   /* zeroed: no stream's (list_of needs no NULL test) */
   pthread_mutex_lock(&registry.lock);
   c->gen = registry.gen;
   c->next = registry.caches;
@@ -263,8 +275,11 @@ HOT unsigned way_of(ca_stream_t s) {
   return (unsigned)(h >> (64 - CA_TCACHE_STREAMS_LOG2));
 }
 
+/* p is a multiple of CA_MIN_BLOCK (512): the product's top bits are bits
+ * 45 to 54 of (p >> 9) times the multiplier, each of them still a mix of
+ * every bit of p below it (no shift first). */
 HOT held_t *held_set(ca_tcache_t *c, uintptr_t p) {
-  return c->held[(uint64_t)(p >> 9) * 0x9e3779b97f4a7c15ull >> (64 - CA_TCACHE_HELD_LOG2)];
+  return c->held[(uint64_t)p * 0x9e3779b97f4a7c15ull >> (64 - CA_TCACHE_HELD_LOG2)];
 }
 
 /* An entry that names no block the thread holds. Only b->tc may be read:
@@ -297,6 +312,9 @@ HOT void rehold_block(ca_tcache_t *c, ca_block_t *b, int dev) {
   hold_block(c, b, dev);
 }
 
+HOT tc_list_t *last_list(ca_tcache_t *c) { return (tc_list_t *)((char *)c + offsetof(ca_tcache_t, lists) + c->last_at); }
+HOT void set_last(ca_tcache_t *c, const tc_list_t *l) { c->last_at = (size_t)((const char *)l - (const char *)c->lists); }
+
 /* An entry of (s, dev), in use or not: its owner is ca_stream_owner(s)'s
  * for this thread whenever it was claimed, and a normalized stream is never
  * NULL, so a zeroed entry names none (nor does the one c->last starts at). */
@@ -308,7 +326,7 @@ HOT bool same_list(const tc_list_t *l, ca_stream_t s, int dev) {
  * the generation under which dev was asked to be created stream s's (0: a
  * default handle), remembered in the entry for list_known. */
 HOT tc_list_t *list_of(ca_tcache_t *c, ca_stream_t s, int dev, bool room, uint64_t asked) {
-  tc_list_t *l = c->last;
+  tc_list_t *l = last_list(c);
   if (!same_list(l, s, dev)) {   /* one stream's pairs: no hash */
     unsigned w = way_of(s);
     tc_list_t *a = &c->lists[w], *b = &c->lists[w ^ 1];
@@ -320,7 +338,7 @@ HOT tc_list_t *list_of(ca_tcache_t *c, ca_stream_t s, int dev, bool room, uint64
       l->asked = 0;
     }
     if (!l) return NULL;
-    c->last = l;
+    set_last(c, l);
   }
   if (asked) l->asked = asked;
   return l;
@@ -335,7 +353,7 @@ HOT uint64_t streamdev_gen(void) { return __atomic_load_n(&ca_streamdev_generati
  * test switch stale_stream_devices keeps the answers through every change.
  * Only the owner writes an entry's stream and asked: read unheld. */
 HOT tc_list_t *list_known(ca_tcache_t *c, ca_stream_t s, uint64_t gen) {
-  tc_list_t *l = c->last;
+  tc_list_t *l = last_list(c);
   bool stale = CA_DEBUG(stale_stream_devices);
 #define KNOWN(l) ((l)->stream == s && ((l)->asked == gen || (stale && (l)->asked)))
   if (KNOWN(l)) return l;
@@ -344,7 +362,7 @@ HOT tc_list_t *list_known(ca_tcache_t *c, ca_stream_t s, uint64_t gen) {
   tc_list_t *a = &c->lists[w], *b = &c->lists[w ^ 1];
   l = KNOWN(a) ? a : KNOWN(b) ? b : NULL;
 #undef KNOWN
-  if (l) c->last = l;
+  if (l) set_last(c, l);
   return l;
 }
 
@@ -477,7 +495,7 @@ static __attribute__((noinline)) ca_block_t *take_large(tc_list_t *l, unsigned c
  * before anything changed, for the full try to answer. */
 HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t stream, void *site, bool large,
                               bool fast, bool *slow) {
-  if (!c || !(fast || usable())) return NULL;
+  if (!(fast || (has_cache(c) && usable()))) return NULL;
   stream = ca_stream_normal(stream);
   unsigned cls = 0;
   tc_list_t *l;
@@ -539,7 +557,7 @@ HOT void handed_out(ca_tcache_t *c, ca_block_t *b, void **ptr, size_t size, void
 }
 
 bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller) {
-  ca_tcache_t *c = mine;   /* once: in the shared library each access is a __tls_get_addr call */
+  ca_tcache_t *c = me();   /* once: in the shared library each access is a __tls_get_addr call */
   ca_block_t *b = size <= CA_TCACHE_MAX_SIZE ? tcache_malloc(c, dev, size, stream, site, false, false, NULL)
                   : cacheable_large(size)    ? tcache_malloc_large(c, dev, size, stream, site)
                                              : NULL;
@@ -550,7 +568,7 @@ bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *s
 
 ca_tcache_try_t ca_tcache_hit_inline(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller) {
   if (size > CA_TCACHE_MAX_SIZE) return cacheable_large(size) ? CA_TCACHE_FULL : CA_TCACHE_CORE;
-  ca_tcache_t *c = mine;
+  ca_tcache_t *c = me();
   bool slow = false;
   ca_block_t *b = tcache_malloc(c, dev, size, stream, site, false, true, &slow);
   if (!b) return slow ? CA_TCACHE_FULL : CA_TCACHE_CORE;
@@ -578,8 +596,8 @@ bool ca_tcache_claim(ca_device_t *d, ca_block_t *b, ca_stream_t stream) {
 }
 
 void ca_tcache_remember(ca_block_t *b) {
-  ca_tcache_t *c = mine;
-  if (!c) return;
+  ca_tcache_t *c = me();
+  if (!has_cache(c)) return;
   hold(c);
   hold_block(c, b, b->seg->pool->dev->ordinal);
   unhold(c);
@@ -603,12 +621,12 @@ HOT held_t *held_unheld(ca_tcache_t *c, uintptr_t p, uintptr_t *addr) {
 
 /* ca_tcache_give; fast: no call on the way, as tcache_malloc's. */
 HOT bool give(void *ptr, ca_stream_t stream, bool fast, bool *slow) {
-  ca_tcache_t *c = mine;
+  ca_tcache_t *c = me();
   int dev;
   held_t *h;
   uintptr_t addr;
   tc_list_t *l = NULL;
-  if (!ptr || !c || !(h = held_unheld(c, (uintptr_t)ptr, &addr)) || !(fast || usable())) return false;
+  if (!ptr || !(h = held_unheld(c, (uintptr_t)ptr, &addr)) || !(fast || usable())) return false;   /* none: no entry */
   ca_stream_t s = ca_stream_normal(stream);
   uint64_t gen = streamdev_gen();   /* before the device is asked */
   if (fast) {
@@ -783,8 +801,8 @@ size_t ca_tcache_flush(ca_device_t *d, ca_stream_t stream, bool forget) {
 }
 
 size_t ca_tcache_flush_mine(ca_device_t *d) {
-  ca_tcache_t *c = mine;
-  if (!c || CA_DEBUG(tcache_no_flush)) return 0;
+  ca_tcache_t *c = me();
+  if (!has_cache(c) || CA_DEBUG(tcache_no_flush)) return 0;
   hold(c);
   /* Large blocks took memory the core needed: they go back, and the thread
    * keeps less of them for a while, not to send the core down this path
@@ -817,8 +835,8 @@ static __attribute__((noinline)) size_t trim(ca_device_t *d, ca_tcache_t *c) {
 }
 
 size_t ca_tcache_trim(ca_device_t *d) {
-  ca_tcache_t *c = mine;
-  if (!c || CA_DEBUG(tcache_no_trim)) return 0;
+  ca_tcache_t *c = me();
+  if (!has_cache(c) || CA_DEBUG(tcache_no_trim)) return 0;
   if (c->refused < capacity() && !(c->bytes[1] && c->refused_large >= large_capacity())) return 0;
   return trim(d, c);
 }
@@ -881,7 +899,7 @@ static void thread_exit(void *arg) {
   else registry.caches = c->next;
   if (c->next) c->next->prev = c->prev;
   pthread_mutex_unlock(&registry.lock);
-  if (mine == c) mine = NULL;
+  if (mine == c) mine = &none;
   free(c);
 }
 
@@ -890,5 +908,12 @@ void ca_tcache_forget_after_fork(void) {
   registry.lock = fresh;
   registry.caches = NULL;
   __atomic_add_fetch(&registry.gen, 1, __ATOMIC_ACQ_REL);
-  mine = NULL;
+  mine = &none;
 }
+
+#ifdef CA_TESTING
+bool ca_tcache_none_untouched(void) {
+  static const ca_tcache_t zero;
+  return !memcmp(&none, &zero, sizeof none);
+}
+#endif

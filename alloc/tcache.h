@@ -107,5 +107,9 @@ int64_t ca_tcache_blocks(const ca_device_t *d);
 int64_t ca_tcache_drift(const ca_device_t *d);
 /* In a fork child: every cache is the parent's, forgotten untouched. */
 void ca_tcache_forget_after_fork(void);
+#ifdef CA_TESTING
+/* The cache of threads without one of their own is still all zeros. */
+bool ca_tcache_none_untouched(void);
+#endif
 
 #endif /* CUDALLOC_TCACHE_H */

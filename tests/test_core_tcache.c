@@ -566,3 +566,27 @@ Test(core_tcache, a_hit_whose_entry_was_taken_is_remembered_again) {
 Test(core_tcache, a_hit_that_trusts_a_taken_entry_loses_its_cached_free) {
   cr_assert_not(a_hit_whose_slot_was_taken_is_freed_into_the_cache(true), "the broken hit still found its entry");
 }
+
+/* A thread without a front cache of its own (here none is ever made:
+ * thread_cache_kb:0) has the shared empty one, which its hits and frees
+ * look into and nothing writes: each path that would write a cache
+ * tests for it first (tcache.c has_cache). The test switch
+ * tcache_none_is_a_cache takes that test out: the full hit then asks the
+ * stream's device and keeps the answer in the shared one. */
+static bool pairs_without_a_cache_leave_the_empty_one_untouched(bool none_is_a_cache) {
+  core_start("track:caller,sim_events:auto,thread_cache_kb:0");
+  ca_debug.tcache_none_is_a_cache = none_is_a_cache;
+  ca_stream_t s = new_stream();
+  for (int i = 0; i < 10; i++) free_on(alloc_on(SMALL, s), s);
+  ca_debug.tcache_none_is_a_cache = false;
+  CHECK_CONSISTENT();
+  return ca_tcache_none_untouched();
+}
+
+Test(core_tcache, pairs_without_a_cache_write_nothing_into_the_shared_empty_one) {
+  cr_assert(pairs_without_a_cache_leave_the_empty_one_untouched(false));
+}
+
+Test(core_tcache, a_thread_that_takes_the_empty_cache_for_its_own_writes_into_it) {
+  cr_assert_not(pairs_without_a_cache_leave_the_empty_one_untouched(true), "the broken test wrote nothing");
+}
