@@ -302,13 +302,15 @@ HOT void hold_block(ca_tcache_t *c, ca_block_t *b, int dev) {
   b->tc_slot = slot;
 }
 
-/* A hit's entry for b: the one b's free found, still b's unless a newer
- * block took its slot (a cached block's entry is stale, so any may), so
- * that a hit hashes nothing. b->tc_slot is the thread's: set by its
- * hold_block when b came to it, and b has been its own since. */
+/* A hit's entry for b: the one its hold_block made, still b's unless a
+ * newer block took its slot (a cached block's entry is stale, so any
+ * may), so that a hit hashes nothing. b->tc_slot is the thread's: set by
+ * its hold_block when b came to it, and b has been its own since, at the
+ * same address. An entry that names b is b's at that address: every clear
+ * of an entry clears its block too. */
 HOT void rehold_block(ca_tcache_t *c, ca_block_t *b, int dev) {
   const held_t *h = b->tc_slot;
-  if ((h->b == b && h->addr == (b->addr | (uintptr_t)dev)) || CA_DEBUG(tcache_trust_slot)) return;
+  if (h->b == b || CA_DEBUG(tcache_trust_slot)) return;
   hold_block(c, b, dev);
 }
 
@@ -650,7 +652,7 @@ HOT bool give(void *ptr, ca_stream_t stream, bool fast, bool *slow) {
    * (ca_tcache_disown). A failed mark is a stale entry (the block freed
    * through the core, or cached already): it goes. */
   if (b && !__atomic_compare_exchange_n(&b->tc, &want, want | EXAMINED, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-    h->addr = 0;
+    *h = (held_t){0, NULL};   /* cleared whole: a hit believes an entry that names its block (rehold_block) */
     b = NULL;
   }
   bool at_ptr = b && b->addr == (uintptr_t)ptr;   /* not a struct the thread holds for another block now */
@@ -784,7 +786,10 @@ static size_t flush_cache(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bo
    * reading blocks of devices not locked); those frees go to the core. */
   if (forget)   /* relaxed stores: the owner's held_unheld reads them unheld */
     for (size_t i = 0; i < CA_TCACHE_HELD; i++)
-      for (int w = 0; w < CA_TCACHE_HELD_WAYS; w++) __atomic_store_n(&c->held[i][w].addr, 0, __ATOMIC_RELAXED);
+      for (int w = 0; w < CA_TCACHE_HELD_WAYS; w++) {
+        __atomic_store_n(&c->held[i][w].addr, 0, __ATOMIC_RELAXED);
+        c->held[i][w].b = NULL;   /* read by the owner held only */
+      }
   return bytes;
 }
 
