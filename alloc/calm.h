@@ -2,9 +2,10 @@
  * that an allocation or a free served by the thread's front cache tests
  * one load where it tested six (the start, the exit, legacyq's mode, a
  * report asked by signal, a capture underway and the event log recording:
- * the front cache's inline tries rely on calm for the last two). Each bit is set before its state becomes
- * unusual (or with it) and cleared only once it is usual again: calm
- * means all four are usual; stirred means look at each. */
+ * the front cache's inline tries rely on calm for the last two). Each bit
+ * is set before its state becomes unusual (or with it) and cleared only
+ * once it is usual again: calm means all six are usual; stirred means look
+ * at each. */
 #ifndef CUDALLOC_CALM_H
 #define CUDALLOC_CALM_H
 

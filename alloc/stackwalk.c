@@ -274,11 +274,12 @@ static void *remembered(void *caller, const char *cfa, int depth) {
   void *site = ca_stackwalk_remembered(caller, cfa, depth);
   if (site || depth <= MEMO_FRAMES) return site;
   const memo_t *m = memo_of(caller, cfa);   /* a deep stack's entry: its own key, its further frames */
-  for (int w = 0; w < 2; w++, m++)
-    if (ca_stackwalk_still(m, caller, cfa + 1, depth) && (CA_DEBUG(stackwalk_memo_shallow) || ca_stackwalk_still_deep(m))) {
-      CA_DEBUG_TALLY(stackwalk_memo_hits);
-      return m->site;
-    }
+  for (int w = 0; w < 2; w++, m++) {
+    if (!ca_stackwalk_still(m, caller, cfa + 1, depth)) continue;
+    if (!CA_DEBUG(stackwalk_memo_shallow) && !ca_stackwalk_still_deep(m)) continue;
+    CA_DEBUG_TALLY(stackwalk_memo_hits);
+    return m->site;
+  }
   return NULL;
 }
 

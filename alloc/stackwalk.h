@@ -30,8 +30,9 @@ void *ca_stackwalk_site_at(void *caller, int depth, bool cached, ca_stackwalk_in
  * (pc[0] is the caller: the key); a stack of fewer frames points the rest
  * at their own pc (always equal); frames past CA_STACKWALK_MEMO_FRAMES are
  * checked through the stack's entry (ca_stackwalk_still_deep), out of line:
- * such an entry is keyed by its CFA + 1 (a CFA is a stack pointer: aligned), which
- * the inline memo never asks for. 128 bytes an entry: an index is a shift. */
+ * such an entry is keyed by its CFA + 1 (a CFA is a stack pointer,
+ * aligned), which the inline memo never asks for. 128 bytes an entry: an
+ * index is a shift. */
 #define CA_STACKWALK_MEMO_FRAMES 6   /* track_depth's default */
 #define CA_STACKWALK_MEMO_LOG2 3     /* entries per thread: 8, in sets of two */
 

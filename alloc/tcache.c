@@ -314,12 +314,18 @@ HOT void rehold_block(ca_tcache_t *c, ca_block_t *b, int dev) {
   hold_block(c, b, dev);
 }
 
-HOT tc_list_t *last_list(ca_tcache_t *c) { return (tc_list_t *)((char *)c + offsetof(ca_tcache_t, lists) + c->last_at); }
-HOT void set_last(ca_tcache_t *c, const tc_list_t *l) { c->last_at = (size_t)((const char *)l - (const char *)c->lists); }
+/* The list tried first, kept as an offset (a zeroed cache's: the first). */
+HOT tc_list_t *last_list(ca_tcache_t *c) {
+  return (tc_list_t *)((char *)c + offsetof(ca_tcache_t, lists) + c->last_at);
+}
+HOT void set_last(ca_tcache_t *c, const tc_list_t *l) {
+  c->last_at = (size_t)((const char *)l - (const char *)c->lists);
+}
 
 /* An entry of (s, dev), in use or not: its owner is ca_stream_owner(s)'s
  * for this thread whenever it was claimed, and a normalized stream is never
- * NULL, so a zeroed entry names none (nor does the one c->last starts at). */
+ * NULL, so a zeroed entry names none (nor does the first, where a new cache's
+ * last_at points). */
 HOT bool same_list(const tc_list_t *l, ca_stream_t s, int dev) {
   return l->stream == s && l->dev == dev;
 }

@@ -541,7 +541,8 @@ static bool a_hit_whose_slot_was_taken_is_freed_into_the_cache(bool trust_slot) 
   static void *held[HELD_AT_ONCE + 1];
   /* the memory first, through a path that remembers nothing: a growth
    * later would flush the thread's cache (x) before it grows */
-  for (int i = 0; i <= HELD_AT_ONCE; i++) cr_assert_eq(ca_malloc(&held[i], 1024, NULL, CA_ALLOC_SYNC, NULL), CUDA_SUCCESS);
+  for (int i = 0; i <= HELD_AT_ONCE; i++)
+    cr_assert_eq(ca_malloc(&held[i], 1024, NULL, CA_ALLOC_SYNC, NULL), CUDA_SUCCESS);
   for (int i = 0; i <= HELD_AT_ONCE; i++) cr_assert_eq(cudalloc_free_sync(held[i]), cudaSuccess);
   cudalloc_step();
   ca_sim_complete_all();
