@@ -145,6 +145,14 @@ void ca_siblings_stats(ca_device_t *first, cudalloc_stats_t *out) {
   ca_devlock_take(&first->lock);
   out->reserved_bytes.peak = (int64_t)ca_arena_reserved_peak(first);
   int64_t peak_reserved = out->reserved_bytes.peak;
+  /* What is part of reserved memory at every moment never peaked above
+   * it: the lower of the two bounds (arenas that peaked one after the
+   * other sum to more than the ordinal ever held; the fragmentation of
+   * such a sum came out negative). */
+  cudalloc_stat_t *within[] = {&out->allocated_bytes, &out->requested_bytes, &out->mapped_bytes,
+                               &out->active_bytes, &out->cached_bytes};
+  for (size_t i = 0; i < sizeof within / sizeof within[0]; i++)
+    if (within[i]->peak > peak_reserved) within[i]->peak = peak_reserved;
   out->fragmentation = peak_reserved > 0 ? 1.0 - (double)out->allocated_bytes.peak / (double)peak_reserved : 0.0;
 }
 

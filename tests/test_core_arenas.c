@@ -490,3 +490,35 @@ Test(core_arenas, a_device_reset_tears_down_every_arena) {
   cr_assert_eq(ca_arena_reserved(arena(0)), reserved_sum());
   CHECKED();
 }
+
+// ----------------------------------------------------------------------------
+// The folded peaks (review8)
+// ----------------------------------------------------------------------------
+
+/* Arena 0 peaks at 40 MiB and gives it all back; arena 1 then peaks at 40
+ * MiB: the ordinal never held more than about 40 MiB, yet its arenas'
+ * allocated peaks add up to 80. The sum is a bound of the ordinal's peak,
+ * and so is the ordinal's reserved peak (allocated <= reserved at every
+ * moment): the folded allocated peak never passes the reserved one, and
+ * the fragmentation (1 - allocated peak / reserved peak) is never
+ * negative. */
+Test(core_arenas, the_folded_peaks_never_pass_the_reserved_peak) {
+  core_start("arenas:2,sim_events:auto");
+  ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
+  void *a = alloc_on(40 * MiB, s1);
+  cr_assert_eq(arena_of(a)->arena, 0);
+  cr_assert_eq(cudalloc_free_sync(a), cudaSuccess);
+  cr_assert_eq(cudalloc_empty_cache(), cudaSuccess);
+  cr_assert_eq(reserved_sum(), 0, "arena 0 gave its memory back");
+  void *b = alloc_on(40 * MiB, s2);
+  cr_assert_eq(arena_of(b)->arena, 1);
+  cudalloc_stats_t s = stats0();
+  cr_assert_leq(s.allocated_bytes.peak, s.reserved_bytes.peak, "peak allocated %lld above peak reserved %lld",
+                (long long)s.allocated_bytes.peak, (long long)s.reserved_bytes.peak);
+  cr_assert_leq(s.active_bytes.peak, s.reserved_bytes.peak, "peak active above peak reserved");
+  cr_assert_leq(s.mapped_bytes.peak, s.reserved_bytes.peak, "peak mapped above peak reserved");
+  cr_assert_leq(s.cached_bytes.peak, s.reserved_bytes.peak, "peak cached above peak reserved");
+  cr_assert_geq(s.fragmentation, 0.0, "fragmentation %f", s.fragmentation);
+  cr_assert_eq(cudalloc_free_sync(b), cudaSuccess);
+  CHECKED();
+}
