@@ -136,8 +136,10 @@ static __attribute__((noinline)) CUresult device_get_slow(int slot, ca_device_t 
     else if (!d->ready && !(rc = device_setup(d)) && d->arena) {
       /* Ready first: a stream destroyed from now on visits this arena too. */
       ca_stream_t nonblocking[CA_MAX_FENCE_EVENTS - 1];
-      int n = ca_streams_copy_nonblocking(d->ordinal, nonblocking);
+      bool overflow;
+      int n = ca_streams_copy_nonblocking(d->ordinal, nonblocking, &overflow);
       for (int i = 0; i < n; i++) ca_stream_register_on(d, nonblocking[i]);
+      if (overflow) d->nonblocking_overflow = true;   /* streams it was not told of: fence by a device sync */
     }
     ca_devlock_release(&d->lock);
   }

@@ -88,6 +88,7 @@ static struct {
   pthread_mutex_t lock;
   ca_stream_t streams[CA_MAX_DEVICES][CA_MAX_FENCE_EVENTS - 1];
   int count[CA_MAX_DEVICES];
+  bool overflow[CA_MAX_DEVICES];   /* more than fit were noted: an arena made later fences by a device sync */
 } known = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void ca_streams_note_nonblocking(int ordinal, ca_stream_t stream) {
@@ -95,20 +96,24 @@ void ca_streams_note_nonblocking(int ordinal, ca_stream_t stream) {
   int n = known.count[ordinal], i = 0;
   while (i < n && known.streams[ordinal][i] != stream) i++;
   if (i == n && n < CA_MAX_FENCE_EVENTS - 1) known.streams[ordinal][known.count[ordinal]++] = stream;
-  pthread_mutex_unlock(&known.lock);   /* past the room: the arenas' own overflow says so at registration */
+  else if (i == n) known.overflow[ordinal] = true;   /* as sticky as an arena's own (ca_stream_register_on) */
+  pthread_mutex_unlock(&known.lock);
 }
 
 void ca_streams_drop_nonblocking(int ordinal, ca_stream_t stream) {
   pthread_mutex_lock(&known.lock);
-  for (int o = ordinal < 0 ? 0 : ordinal; o < (ordinal < 0 ? CA_MAX_DEVICES : ordinal + 1); o++)
+  for (int o = ordinal < 0 ? 0 : ordinal; o < (ordinal < 0 ? CA_MAX_DEVICES : ordinal + 1); o++) {
+    if (!stream) known.overflow[o] = false;   /* a device reset: its streams are gone */
     for (int i = 0; i < known.count[o]; i++)
       if (!stream || known.streams[o][i] == stream) known.streams[o][i--] = known.streams[o][--known.count[o]];
+  }
   pthread_mutex_unlock(&known.lock);
 }
 
-int ca_streams_copy_nonblocking(int ordinal, ca_stream_t *out) {
+int ca_streams_copy_nonblocking(int ordinal, ca_stream_t *out, bool *overflow) {
   pthread_mutex_lock(&known.lock);
   int n = known.count[ordinal];
+  *overflow = known.overflow[ordinal];
   for (int i = 0; i < n; i++) out[i] = known.streams[ordinal][i];
   pthread_mutex_unlock(&known.lock);
   return n;
@@ -122,6 +127,7 @@ void ca_streams_forget(bool after_fork) {
   }
   pthread_mutex_lock(&known.lock);
   memset(known.count, 0, sizeof known.count);
+  memset(known.overflow, 0, sizeof known.overflow);
   pthread_mutex_unlock(&known.lock);
   pthread_mutex_lock(&deferred.lock);
   deferred.count = 0;

@@ -33,7 +33,8 @@ void ca_stream_defer(ca_stream_t stream);
  * The lock is a leaf: taken under an arena's lock, never around one. */
 void ca_streams_note_nonblocking(int ordinal, ca_stream_t stream);
 void ca_streams_drop_nonblocking(int ordinal, ca_stream_t stream);   /* ordinal -1: every one */
-int ca_streams_copy_nonblocking(int ordinal, ca_stream_t *out);   /* out: CA_MAX_FENCE_EVENTS - 1 */
+/* out: CA_MAX_FENCE_EVENTS - 1; *overflow: more were noted than out holds */
+int ca_streams_copy_nonblocking(int ordinal, ca_stream_t *out, bool *overflow);
 void ca_stream_forget_deferred(ca_stream_t stream);
 /* Files the deferred streams that turn out to be d's; true when some
  * stream's device is still unknown (d's fence must then cover it by

@@ -522,3 +522,38 @@ Test(core_arenas, the_folded_peaks_never_pass_the_reserved_peak) {
   cr_assert_eq(cudalloc_free_sync(b), cudaSuccess);
   CHECKED();
 }
+
+/* More non-blocking streams than a fence holds, registered while only
+ * arena 0 exists: arena 0's cudaFree fence synchronizes the device from
+ * then on, and so must arena 1's, made later (its copy of the ordinal's
+ * streams holds the first 63 alone: without the overflow it fenced those
+ * and the legacy stream, and a cudaFree'd block that a kernel on the 64th
+ * still wrote was handed out again). */
+Test(core_arenas, a_later_arena_knows_the_streams_overflowed) {
+  core_start("arenas:2,sim_events:manual,legacy_queue:off");
+  ca_stream_t s1 = test_stream(false), nb[CA_MAX_FENCE_EVENTS];
+  void *first = alloc_on(1 * MiB, s1);   /* arena 0 */
+  capture_t c;
+  char out[4096];
+  capture_begin(&c);   /* arena 0's line: more than 63 non-blocking streams */
+  for (int i = 0; i < CA_MAX_FENCE_EVENTS; i++) {
+    nb[i] = test_stream(true);
+    cr_assert_eq(ca_stream_created(nb[i], true), CUDA_SUCCESS);
+  }
+  ca_stream_t s2 = test_stream(false);
+  void *p = alloc_on(2 * MiB, s2);        /* arena 1, made now */
+  capture_end(&c, out, sizeof out);
+  cr_assert_eq(arena_of(p)->arena, 1);
+  cr_assert(arena(0)->nonblocking_overflow);
+  TOUCH(nb[CA_MAX_FENCE_EVENTS - 1], p, 4096, true);
+  cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
+  cudalloc_step();   /* seals cudaFree's queue */
+  ca_sim_stream_complete(CA_STREAM_LEGACY);
+  void *q = alloc_on(2 * MiB, s2);
+  cr_assert(q != p || ca_sim_oracle_violations() == 0,
+            "handed out again while a kernel on the 64th non-blocking stream writes it");
+  ca_sim_complete_all();
+  cr_assert_eq(cudalloc_free_sync(q), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync(first), cudaSuccess);
+  CHECKED();
+}
