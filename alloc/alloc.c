@@ -248,8 +248,10 @@ static __attribute__((noinline)) CUresult malloc_core(int dev, void **ptr, size_
   bool ordered = kind == CA_ALLOC_ASYNC;   /* else cudaMalloc, cuMemAlloc, pitch, 3D: usable by any stream */
   bool claimed = false;
   ca_devlock_take(&d->lock);
-  if (size > d->limit) rc = out_of_memory(d, size, CUDA_ERROR_OUT_OF_MEMORY);
-  else {
+  if (size > d->limit) {
+    if (ca_config.arenas > 1) ca_siblings_count(d);   /* the report's figures are the ordinal's, now */
+    rc = out_of_memory(d, size, CUDA_ERROR_OUT_OF_MEMORY);
+  } else {
     size_t rounded = ca_round_size(size);
     if (!(b = take(d, rounded, stream)) && !(b = slow_path(d, rounded, stream, &rc)))
       rc = out_of_memory(d, size, rc);

@@ -77,20 +77,20 @@ static size_t squeeze(ca_device_t *s) {
 }
 
 /* Never two arena locks at once (their order is not defined): d's is let
- * go while a sibling's is held. */
-size_t ca_siblings_squeeze(ca_device_t *d, bool *gone) {
+ * go while a sibling's is held. give_back: squeeze each, else count only. */
+static size_t visit(ca_device_t *d, bool *gone, bool give_back) {
   size_t bytes = 0;
   int64_t allocated = 0, pending = 0;
   *gone = false;
   d->sibling_allocated = d->sibling_pending = 0;
-  if (ca_config.arenas == 1 || CA_DEBUG(arena_no_sibling_trim)) return 0;
+  if (ca_config.arenas == 1 || (give_back && CA_DEBUG(arena_no_sibling_trim))) return 0;
   for (int k = 0; k < (int)ca_config.arenas; k++) {
     ca_device_t *s = ca_arena_at(d->ordinal, k);
     if (!s || s == d) continue;
     ca_devlock_release(&d->lock);
     ca_devlock_take(&s->lock);
     if (s->ready) {
-      bytes += squeeze(s);
+      if (give_back) bytes += squeeze(s);
       allocated += s->stats.allocated_bytes.current;   /* what the program holds there: the report's */
       pending += s->stats.active_bytes.current - s->stats.allocated_bytes.current;
     }
@@ -104,6 +104,13 @@ size_t ca_siblings_squeeze(ca_device_t *d, bool *gone) {
   d->sibling_allocated = allocated;
   d->sibling_pending = pending;
   return bytes;
+}
+
+size_t ca_siblings_squeeze(ca_device_t *d, bool *gone) { return visit(d, gone, true); }
+
+void ca_siblings_count(ca_device_t *d) {
+  bool gone;
+  visit(d, &gone, false);
 }
 
 // ----------------------------------------------------------------------------

@@ -16,6 +16,10 @@ ca_device_t *ca_siblings_route(ca_device_t *first, ca_stream_t stream);
  * pages released), d's lock released meanwhile and taken again. Returns
  * the bytes given back; false in *gone when d was torn down meanwhile. */
 size_t ca_siblings_squeeze(ca_device_t *d, bool *gone);
+/* The same visit without the squeeze: what the siblings allocate and have
+ * pending now, for an out-of-memory report that no squeeze preceded (a
+ * request above the cap). d may be torn down meanwhile (then not ready). */
+void ca_siblings_count(ca_device_t *d);
 
 /* The ordinal's statistics: every arena's snapshot summed (first locked
  * by the caller; the others are taken one at a time). */

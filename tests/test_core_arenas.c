@@ -557,3 +557,36 @@ Test(core_arenas, a_later_arena_knows_the_streams_overflowed) {
   cr_assert_eq(cudalloc_free_sync(first), cudaSuccess);
   CHECKED();
 }
+
+/* An out-of-memory report's figures are the ordinal's now: a request
+ * above the cap, after an earlier squeeze whose sibling figures no longer
+ * stand (arena 0's 10 MiB freed and given back since), reports what every
+ * arena allocates (arena 1's 40 MiB), not the stale sum (50 MiB, above the
+ * 40 MiB reserved: a cached figure below zero). */
+Test(core_arenas, an_out_of_memory_report_counts_the_siblings_now) {
+  core_start("arenas:2," CAP_CONF ",sim_events:auto,oom_report:off");   /* the report on stderr */
+  ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
+  void *keep = alloc_on(10 * MiB, s1);
+  cr_assert_eq(arena_of(keep)->arena, 0);
+  cr_assert_eq(cudalloc_free(alloc_on(30 * MiB, s1), (cudaStream_t)s1), cudaSuccess);   /* cached in arena 0 */
+  void *b = alloc_on(40 * MiB, s2);   /* arena 1, once arena 0's cache is squeezed */
+  cr_assert_eq(arena_of(b)->arena, 1);
+  cr_assert_eq(cudalloc_free_sync(keep), cudaSuccess);
+  cr_assert_eq(cudalloc_empty_cache(), cudaSuccess);
+  cr_assert_eq(arena(0)->stats.reserved_bytes.current, 0);
+  void *p = NULL;
+  capture_t c;
+  char out[8192];
+  capture_begin(&c);
+  cudaError_t rc = cudalloc_malloc(&p, (CAP_MB + 1) * MiB, (cudaStream_t)s2);
+  capture_end(&c, out, sizeof out);
+  cr_assert_eq(rc, cudaErrorMemoryAllocation);
+  const char *line = strstr(out, "cudalloc          allocated ");
+  cr_assert_not_null(line, "%s", out);
+  double allocated = -1, cached = -1;
+  cr_assert_eq(sscanf(line, "cudalloc          allocated %lf MiB, cached %lf MiB", &allocated, &cached), 2, "%s", line);
+  cr_assert_float_eq(allocated, 40.0, 0.05, "allocated %.1f MiB in the report: %s", allocated, line);
+  cr_assert_geq(cached, 0.0, "%s", line);
+  cr_assert_eq(cudalloc_free_sync(b), cudaSuccess);
+  CHECKED();
+}
