@@ -124,7 +124,7 @@ static CUresult out_of_memory(ca_device_t *d, size_t size, CUresult rc) {
   ca_stat_add(&d->stats.num_ooms, 1);
   ca_trace_mem(d, CA_EV_OOM, 0, size);
   ca_oom_report(d, size, rc);
-  d->sibling_allocated = d->sibling_pending = 0;   /* the next report's come from its own squeeze */
+  d->sibling_allocated = d->sibling_pending = d->sibling_usual = 0;   /* the next report's come from its own visit */
   return rc;
 }
 

@@ -36,10 +36,11 @@
  *   pinned_chunks
  *   pinned
  *   stats check leaks holdings
- *   creep siblings
+ *   creep
  *   peak
  *   report
  *   demand oom entry
+ *   siblings
  *   alloc api lifecycle
  *   internal
  * end-include-order

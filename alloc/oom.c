@@ -136,7 +136,11 @@ static void figures(ca_device_t *d, size_t size, CUresult rc, ca_oom_figures_t *
   f->capture = __atomic_load_n(&ca_state.captures, __ATOMIC_ACQUIRE) > 0;
   f->driver_error = (int)rc;
   f->usual_peak = usual_peak(&steps[d->slot], &f->usual_steps);
+  /* the ordinal's, as allocated is: the siblings' too (unknown while one has too few steps) */
+  f->usual_peak = d->sibling_usual < 0 || !f->usual_peak ? 0 : f->usual_peak + (uint64_t)d->sibling_usual;
 }
+
+uint64_t ca_oom_usual_peak(const ca_device_t *d, unsigned *n) { return usual_peak(&steps[d->slot], n); }
 
 void ca_oom_figures(ca_device_t *d, size_t size, CUresult rc, ca_oom_figures_t *f) {
   ca_process_t procs[MAX_PROCESSES];

@@ -18,6 +18,9 @@
 void ca_oom_report(ca_device_t *d, size_t size, CUresult rc);
 /* The hot path's record of this step's peak of allocated memory (d locked). */
 void ca_oom_on_alloc(ca_device_t *d);
+/* The median of d's last steps' peaks of allocated memory (d locked); 0
+ * before 3 steps. *steps: how many it is of. */
+uint64_t ca_oom_usual_peak(const ca_device_t *d, unsigned *steps);
 /* A step ended (cudalloc_step, d locked): its peak joins the history. */
 void ca_oom_on_step(ca_device_t *d);
 /* Gathers d's figures for a request of size bytes that failed with rc

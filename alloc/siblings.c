@@ -3,6 +3,7 @@
 
 #include "device.h"
 #include "fence.h"
+#include "oom.h"
 #include "pages.h"
 #include "stats.h"
 #include "tcache.h"
@@ -80,9 +81,9 @@ static size_t squeeze(ca_device_t *s) {
  * go while a sibling's is held. give_back: squeeze each, else count only. */
 static size_t visit(ca_device_t *d, bool *gone, bool give_back) {
   size_t bytes = 0;
-  int64_t allocated = 0, pending = 0;
+  int64_t allocated = 0, pending = 0, usual = 0;
   *gone = false;
-  d->sibling_allocated = d->sibling_pending = 0;
+  d->sibling_allocated = d->sibling_pending = d->sibling_usual = 0;
   if (ca_config.arenas == 1 || (give_back && CA_DEBUG(arena_no_sibling_trim))) return 0;
   for (int k = 0; k < (int)ca_config.arenas; k++) {
     ca_device_t *s = ca_arena_at(d->ordinal, k);
@@ -93,6 +94,9 @@ static size_t visit(ca_device_t *d, bool *gone, bool give_back) {
       if (give_back) bytes += squeeze(s);
       allocated += s->stats.allocated_bytes.current;   /* what the program holds there: the report's */
       pending += s->stats.active_bytes.current - s->stats.allocated_bytes.current;
+      unsigned n;
+      uint64_t u = ca_oom_usual_peak(s, &n);   /* the verdict's comparison is the ordinal's too */
+      usual = usual < 0 || !u ? -1 : usual + (int64_t)u;
     }
     ca_devlock_release(&s->lock);
     ca_devlock_take(&d->lock);
@@ -103,6 +107,7 @@ static size_t visit(ca_device_t *d, bool *gone, bool give_back) {
   }
   d->sibling_allocated = allocated;
   d->sibling_pending = pending;
+  d->sibling_usual = usual;
   return bytes;
 }
 

@@ -243,6 +243,7 @@ struct ca_device_s {
   uint64_t peak_since[2];       /* peak.c: frees (allocated) and allocations (reserved) since its copy */
   int64_t sibling_allocated;    /* arena.c: the other arenas' allocated and pending bytes at this arena's */
   int64_t sibling_pending;      /* last squeeze, for its out-of-memory report (0 at arenas:1) */
+  int64_t sibling_usual;        /* their usual step peaks summed then (oom.c); -1: one had too few steps */
 };
 
 /* Where ca_init stands (lifecycle.c moves it; ca_ready() reads it). */

@@ -590,3 +590,28 @@ Test(core_arenas, an_out_of_memory_report_counts_the_siblings_now) {
   cr_assert_eq(cudalloc_free_sync(b), cudaSuccess);
   CHECKED();
 }
+
+/* The verdict's usual step peak is the ordinal's, as its allocated figure
+ * is: two arenas hold 60 MiB each, step after step, on a device of 128
+ * MiB; 10 MiB more does not fit. The steady footprint (130 MiB against
+ * the usual 120), not "one abnormal batch" (130 MiB against arena 1's own
+ * usual 60: 2.2x). */
+Test(core_arenas, the_usual_step_peak_is_the_ordinals) {
+  core_start("arenas:2,sim_capacity_mb:128,sim_events:auto,oom_report:off");
+  ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
+  void *a = alloc_on(60 * MiB, s1), *b = alloc_on(60 * MiB, s2);
+  cr_assert_neq(arena_of(a), arena_of(b));
+  for (int i = 0; i < 4; i++) cudalloc_step();
+  void *p = NULL;
+  capture_t c;
+  char out[8192];
+  capture_begin(&c);
+  cudaError_t rc = cudalloc_malloc(&p, 10 * MiB, (cudaStream_t)s2);
+  capture_end(&c, out, sizeof out);
+  cr_assert_eq(rc, cudaErrorMemoryAllocation);
+  cr_assert_not_null(strstr(out, "live memory itself does not fit"), "%s", out);
+  cr_assert_null(strstr(out, "abnormal batch"), "%s", out);
+  cr_assert_eq(cudalloc_free_sync(a), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync(b), cudaSuccess);
+  CHECKED();
+}
