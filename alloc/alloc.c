@@ -357,6 +357,7 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
   if (unsure) rc = CUDA_SUCCESS;
   ca_block_t *b = NULL;
   size_t slot;
+  bool siblings = false;   /* the front cache's trim left other arenas' blocks to trim (tcache.h) */
   /* a block in a thread's front cache is freed already */
   if (!rc && (!(b = ca_ptrmap_get_slot(&d->live, p, &slot)) || !ca_tcache_disown(b))) {
     b = NULL;
@@ -369,9 +370,10 @@ static CUresult free_block(void *ptr, ca_stream_t stream, bool sync) {
     ca_queue_count_freed(d, b, true);
     ca_trace_free(d, b, ca_stream_normal(stream), sync);
     ca_queue_add(d, queue_for(d, b, ca_stream_normal(stream), sync, unsure, found), b);
-    ca_tcache_trim(d);
+    siblings = ca_tcache_trim(d);
   }
   ca_devlock_release(&d->lock);
+  if (__builtin_expect(siblings, 0)) ca_tcache_trim_siblings(d);
   return rc;
 }
 

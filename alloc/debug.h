@@ -42,6 +42,7 @@ typedef struct ca_debug_s {
   bool tcache_no_flush;         /* the slow path and the other flushes leave the front caches alone */
   bool legacyq_outlive_streams; /* the legacy queue's mode survives a new stream, thread or peer */
   bool tcache_no_trim;          /* a front cache full of blocks nobody takes stays full */
+  bool tcache_trim_own_arena_only; /* a trim leaves the thread's blocks of other arenas cached (arenas:N) */
   bool tcache_ignore_fit;       /* a large front-cache hit takes a block of its class smaller than the request */
   bool capture_leaves_calm;     /* a capture's start leaves the calm word calm (the inline tries go on) */
   bool trace_leaves_calm;       /* the event log's start leaves the calm word calm (the inline tries go on) */

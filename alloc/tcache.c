@@ -37,7 +37,10 @@
  * from a call site or a size that does not come back does not hold its
  * room for good, and what the program reuses stays. Large blocks are
  * trimmed apart, under their own cap, from refused frees alone (their
- * sizes vary too much for a miss to say anything).
+ * sizes vary too much for a miss to say anything). With arenas:N a
+ * thread's lists hold blocks of every arena of the ordinal, and the trim
+ * runs under one arena's lock: the others' blocks get the same trim once
+ * that lock is let go, one arena lock at a time (trim_siblings).
  *
  * Large blocks' room: a slow path that finds large blocks in the thread's
  * cache (they took memory the core needed) gives back only those and
@@ -50,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena.h"
 #include "blocks.h"
 #include "fence.h"
 #include "stamp.h"
@@ -136,6 +140,8 @@ typedef struct ca_tcache_s {
   uint64_t dd_gen;              /* ...under this generation (0: none; else dd_ctx is not NULL) */
   size_t refused;               /* the trim's pressure since the last one, in bytes */
   size_t refused_large;         /* the same for large blocks, against their cap */
+  unsigned trim_siblings;       /* a trim skipped other arenas' blocks: what it left to do there, once d's
+                                 * lock is let go (bit 0: small classes, bit 1: large; ca_tcache_trim_siblings) */
   /* What each kind may hold now: thread_cache_kb's bytes; thread_cache_large_mb's,
    * or less while a slow path's halving is regained. Set at each claim (the
    * owner's: a free that reads them follows its block's claim). */
@@ -751,7 +757,7 @@ static void fold_into(ca_device_t *d, tc_counts_t *n) {
  * on stream, when given); old_only: only the OLD ones, marking the others
  * OLD (a trim). */
 static size_t flush_lists(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bool old_only, unsigned lo,
-                          unsigned hi) {
+                          unsigned hi, bool *foreign) {
   size_t bytes = 0;
   for (tc_list_t *l = c->lists; l < c->lists + CA_TCACHE_STREAMS; l++) {
     if (!l->blocks || l->dev != d->ordinal || (stream && l->stream != stream)) continue;
@@ -760,6 +766,7 @@ static size_t flush_lists(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bo
       while (*at) {
         ca_block_t *b = *at;
         if (b->slot != d->slot) {   /* another arena's (a list is by ordinal): its own flush gives it back */
+          if (foreign) *foreign = true;
           at = &b->tc_next;
           continue;
         }
@@ -785,7 +792,7 @@ static size_t flush_lists(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bo
 }
 
 static size_t flush_cache(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bool forget) {
-  size_t bytes = flush_lists(d, c, stream, false, 0, CA_TCACHE_CLASSES);
+  size_t bytes = flush_lists(d, c, stream, false, 0, CA_TCACHE_CLASSES, NULL);
   fold_into(d, &c->counts[d->slot]);
   /* d's block structs are about to be freed: the thread forgets what it
    * holds on every device (whose entries it cannot tell apart without
@@ -823,7 +830,7 @@ size_t ca_tcache_flush_mine(ca_device_t *d) {
    * Only large blocks on d count: c->bytes[1] is every device's, and
    * another device's took none of d's memory. */
   size_t held = c->bytes[1];
-  size_t bytes = held ? flush_lists(d, c, NULL, false, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES) : 0;
+  size_t bytes = held ? flush_lists(d, c, NULL, false, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES, NULL) : 0;
   if (bytes) {
     c->room[1] = held / 2;
     fold_into(d, &c->counts[d->slot]);
@@ -835,21 +842,49 @@ size_t ca_tcache_flush_mine(ca_device_t *d) {
 /* Small and large blocks are trimmed apart, each when its own pressure
  * reaches its own cap: a few refused MiB-sized frees must not empty the
  * small lists that the program reuses. */
-static __attribute__((noinline)) size_t trim(ca_device_t *d, ca_tcache_t *c) {
+static __attribute__((noinline)) void trim(ca_device_t *d, ca_tcache_t *c) {
   bool small = c->refused >= capacity(), large = c->bytes[1] && c->refused_large >= large_capacity();
   hold(c);
-  size_t bytes = 0;
-  if (small) c->refused = 0, bytes += flush_lists(d, c, NULL, true, 0, CA_TCACHE_SMALL_CLASSES);
-  if (large) c->refused_large = 0, bytes += flush_lists(d, c, NULL, true, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES);
+  bool foreign_small = false, foreign_large = false;
+  if (small) c->refused = 0, flush_lists(d, c, NULL, true, 0, CA_TCACHE_SMALL_CLASSES, &foreign_small);
+  if (large) c->refused_large = 0, flush_lists(d, c, NULL, true, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES, &foreign_large);
   unhold(c);
-  return bytes;
+  /* The pressure was the whole cache's, and is spent: the other arenas'
+   * blocks get the same trim, or a cache full of them would refuse every
+   * free for good (a thread that moved to a stream of another arena). */
+  if (!CA_DEBUG(tcache_trim_own_arena_only)) c->trim_siblings |= (foreign_small ? 1u : 0) | (foreign_large ? 2u : 0);
 }
 
-size_t ca_tcache_trim(ca_device_t *d) {
+/* Each sibling arena in turn, its lock alone held (never two arena locks
+ * at once: siblings.h), gets the trim that d's skipped. */
+static __attribute__((noinline)) void trim_siblings(ca_device_t *d, ca_tcache_t *c) {
+  unsigned what = c->trim_siblings;
+  c->trim_siblings = 0;
+  for (int k = 0; k < (int)ca_config.arenas; k++) {
+    ca_device_t *s = ca_arena_at(d->ordinal, k);
+    if (!s || s == d) continue;
+    ca_devlock_take(&s->lock);
+    if (s->ready) {
+      hold(c);
+      if (what & 1) flush_lists(s, c, NULL, true, 0, CA_TCACHE_SMALL_CLASSES, NULL);
+      if (what & 2) flush_lists(s, c, NULL, true, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES, NULL);
+      unhold(c);
+    }
+    ca_devlock_release(&s->lock);
+  }
+}
+
+void ca_tcache_trim_siblings(ca_device_t *d) {
   ca_tcache_t *c = me();
-  if (!has_cache(c) || CA_DEBUG(tcache_no_trim)) return 0;
-  if (c->refused < capacity() && !(c->bytes[1] && c->refused_large >= large_capacity())) return 0;
-  return trim(d, c);
+  if (has_cache(c)) trim_siblings(d, c);
+}
+
+bool ca_tcache_trim(ca_device_t *d) {
+  ca_tcache_t *c = me();
+  if (!has_cache(c) || CA_DEBUG(tcache_no_trim)) return false;
+  if (c->refused < capacity() && !(c->bytes[1] && c->refused_large >= large_capacity())) return false;
+  trim(d, c);
+  return c->trim_siblings != 0;
 }
 
 void ca_tcache_fold(const ca_device_t *d, cudalloc_stats_t *s) {

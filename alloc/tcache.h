@@ -92,8 +92,12 @@ size_t ca_tcache_flush_mine(ca_device_t *d);
 /* After a free that went to the core (d locked): once the cache has missed
  * or refused enough since the last trim (tcache.c), the thread's blocks on
  * d cached since that trim go back to the core, so that what it caches
- * follows what the program asks for now. Returns the bytes given. */
-size_t ca_tcache_trim(ca_device_t *d);
+ * follows what the program asks for now. True when the trim skipped the
+ * thread's blocks of d's sibling arenas (arenas:N): then, d's lock let go,
+ * ca_tcache_trim_siblings gives them the same trim, one arena lock at a
+ * time. */
+bool ca_tcache_trim(ca_device_t *d);
+void ca_tcache_trim_siblings(ca_device_t *d);
 /* Corrects a snapshot of d's statistics by what the caches hold (d locked). */
 void ca_tcache_fold(const ca_device_t *d, cudalloc_stats_t *s);
 /* Holds every cache still (hits go to the core) while a reader looks at

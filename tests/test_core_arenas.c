@@ -615,3 +615,48 @@ Test(core_arenas, the_usual_step_peak_is_the_ordinals) {
   cr_assert_eq(cudalloc_free_sync(b), cudaSuccess);
   CHECKED();
 }
+
+// ----------------------------------------------------------------------------
+// The front cache's trim reaches every arena
+// ----------------------------------------------------------------------------
+
+/* A thread fills its cache with 16 KiB blocks on s1 (arena 0), then works on
+ * s2 (arena 1): its frees there are refused until a trim makes room, and
+ * the trim, which runs under arena 1's lock, must reach arena 0's blocks
+ * too. Returns the cache's hits on s2 over 400 pairs. */
+static uint64_t hits_after_moving_arena(const char *conf) {
+  core_start(conf);
+  ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
+  void *p[64];
+  for (int i = 0; i < 4; i++) {   /* the thread's cache is made: from now on its blocks are held */
+    p[0] = alloc_on(16 << 10, s1);
+    cr_assert_eq(cudalloc_free(p[0], (cudaStream_t)s1), cudaSuccess);
+  }
+  for (int i = 0; i < 64; i++) p[i] = alloc_on(16 << 10, s1);
+  for (int i = 0; i < 64; i++) cr_assert_eq(cudalloc_free(p[i], (cudaStream_t)s1), cudaSuccess);
+  uint64_t before = ca_debug.tcache_hits;
+  for (int i = 0; i < 400; i++) {
+    void *q = alloc_on(16 << 10, s2);
+    cr_assert_eq(cudalloc_free(q, (cudaStream_t)s2), cudaSuccess);
+  }
+  CHECKED();
+  return ca_debug.tcache_hits - before;
+}
+
+Test(core_arenas, a_cache_full_of_another_arenas_blocks_is_trimmed) {
+  uint64_t one = hits_after_moving_arena("arenas:1");
+  core_fini();
+  uint64_t two = hits_after_moving_arena("arenas:2");
+  cr_log_info("hits on the second stream: %llu at arenas:1, %llu at arenas:2", (unsigned long long)one,
+              (unsigned long long)two);
+  cr_assert_gt(one, 0, "at arenas:1 the trim makes room (%llu hits)", (unsigned long long)one);
+  cr_assert_geq(two, one / 2, "at arenas:2, %llu hits on the second stream where arenas:1 had %llu",
+                (unsigned long long)two, (unsigned long long)one);
+}
+
+Test(core_arenas, a_trim_of_its_own_arena_only_is_caught) {
+  ca_debug.tcache_trim_own_arena_only = true;
+  uint64_t two = hits_after_moving_arena("arenas:2");
+  cr_assert_eq(two, 0, "the planted fault leaves the cache full of arena 0's blocks (%llu hits)",
+               (unsigned long long)two);
+}
