@@ -36,3 +36,19 @@ void ca_arena_reset_peak(const ca_device_t *d) {
 void ca_arena_refund(ca_device_t *d, size_t bytes) {
   if (bytes) __atomic_sub_fetch(&ca_state.reserved[d->ordinal], bytes, __ATOMIC_ACQ_REL);
 }
+
+// ----------------------------------------------------------------------------
+// Visiting the siblings
+// ----------------------------------------------------------------------------
+
+void ca_arena_each_sibling(ca_device_t *d, bool d_locked, void (*fn)(ca_device_t *, void *), void *arg) {
+  if (d_locked) ca_devlock_release(&d->lock);
+  for (int k = 0; k < (int)ca_config.arenas; k++) {
+    ca_device_t *s = ca_arena_at(d->ordinal, k);
+    if (!s || s == d) continue;
+    ca_devlock_take(&s->lock);
+    if (s->ready) fn(s, arg);
+    ca_devlock_release(&s->lock);
+  }
+  if (d_locked) ca_devlock_take(&d->lock);
+}

@@ -27,6 +27,11 @@ static inline ca_device_t *ca_arena_at(int ordinal, int k) {
   return __atomic_load_n(&ca_state.devices[k * CA_MAX_DEVICES + ordinal], __ATOMIC_ACQUIRE);
 }
 
+/* fn on every ready arena of d's ordinal but d, that arena's lock alone
+ * held (never two arena locks at once: their order is not defined); with
+ * d_locked, d's lock is let go meanwhile and taken again at the end. */
+void ca_arena_each_sibling(ca_device_t *d, bool d_locked, void (*fn)(ca_device_t *, void *), void *arg);
+
 /* Growth's charge of bytes against the ordinal's limit, for all its
  * arenas together: false (nothing charged) when it would pass it. The
  * refund gives bytes back (pages released, a create that failed). */

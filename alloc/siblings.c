@@ -140,21 +140,16 @@ static void add_stats(cudalloc_stats_t *to, const cudalloc_stats_t *s) {
   if (s->largest_free_bytes > to->largest_free_bytes) to->largest_free_bytes = s->largest_free_bytes;
 }
 
+static void add_snapshot(ca_device_t *s, void *out) {
+  cudalloc_stats_t one;
+  ca_stats_snapshot(s, &one);
+  add_stats(out, &one);
+}
+
 void ca_siblings_stats(ca_device_t *first, cudalloc_stats_t *out) {
   ca_stats_snapshot(first, out);
   if (ca_config.arenas == 1 || !first->ready || CA_DEBUG(arena_no_fold)) return;
-  ca_devlock_release(&first->lock);   /* one arena lock at a time */
-  for (int k = 1; k < (int)ca_config.arenas; k++) {
-    ca_device_t *s = ca_arena_at(first->ordinal, k);
-    if (!s) continue;
-    cudalloc_stats_t one;
-    ca_devlock_take(&s->lock);
-    bool ready = s->ready;
-    if (ready) ca_stats_snapshot(s, &one);
-    ca_devlock_release(&s->lock);
-    if (ready) add_stats(out, &one);
-  }
-  ca_devlock_take(&first->lock);
+  ca_arena_each_sibling(first, true, add_snapshot, out);
   out->reserved_bytes.peak = (int64_t)ca_arena_reserved_peak(first);
   int64_t peak_reserved = out->reserved_bytes.peak;
   /* What is part of reserved memory at every moment never peaked above
@@ -168,17 +163,19 @@ void ca_siblings_stats(ca_device_t *first, cudalloc_stats_t *out) {
   out->fragmentation = peak_reserved > 0 ? 1.0 - (double)out->allocated_bytes.peak / (double)peak_reserved : 0.0;
 }
 
+typedef struct {
+  size_t (*fn)(ca_device_t *);
+  size_t bytes;
+} sum_t;
+
+static void add_bytes(ca_device_t *s, void *arg) {
+  sum_t *sum = arg;
+  sum->bytes += sum->fn(s);
+}
+
 size_t ca_siblings_sum(ca_device_t *first, size_t (*fn)(ca_device_t *)) {
-  size_t bytes = first->ready ? fn(first) : 0;
-  if (ca_config.arenas == 1 || CA_DEBUG(arena_no_fold)) return bytes;
-  ca_devlock_release(&first->lock);
-  for (int k = 1; k < (int)ca_config.arenas; k++) {
-    ca_device_t *s = ca_arena_at(first->ordinal, k);
-    if (!s) continue;
-    ca_devlock_take(&s->lock);
-    if (s->ready) bytes += fn(s);
-    ca_devlock_release(&s->lock);
-  }
-  ca_devlock_take(&first->lock);
-  return bytes;
+  sum_t sum = {fn, first->ready ? fn(first) : 0};
+  if (ca_config.arenas == 1 || CA_DEBUG(arena_no_fold)) return sum.bytes;
+  ca_arena_each_sibling(first, true, add_bytes, &sum);
+  return sum.bytes;
 }

@@ -40,7 +40,7 @@
  * sizes vary too much for a miss to say anything). With arenas:N a
  * thread's lists hold blocks of every arena of the ordinal, and the trim
  * runs under one arena's lock: the others' blocks get the same trim once
- * that lock is let go, one arena lock at a time (trim_siblings).
+ * that lock is let go, one arena lock at a time (ca_tcache_trim_siblings).
  *
  * Large blocks' room: a slow path that finds large blocks in the thread's
  * cache (they took memory the core needed) gives back only those and
@@ -855,28 +855,22 @@ static __attribute__((noinline)) void trim(ca_device_t *d, ca_tcache_t *c) {
   if (!CA_DEBUG(tcache_trim_own_arena_only)) c->trim_siblings |= (foreign_small ? 1u : 0) | (foreign_large ? 2u : 0);
 }
 
-/* Each sibling arena in turn, its lock alone held (never two arena locks
- * at once: siblings.h), gets the trim that d's skipped. */
-static __attribute__((noinline)) void trim_siblings(ca_device_t *d, ca_tcache_t *c) {
-  unsigned what = c->trim_siblings;
-  c->trim_siblings = 0;
-  for (int k = 0; k < (int)ca_config.arenas; k++) {
-    ca_device_t *s = ca_arena_at(d->ordinal, k);
-    if (!s || s == d) continue;
-    ca_devlock_take(&s->lock);
-    if (s->ready) {
-      hold(c);
-      if (what & 1) flush_lists(s, c, NULL, true, 0, CA_TCACHE_SMALL_CLASSES, NULL);
-      if (what & 2) flush_lists(s, c, NULL, true, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES, NULL);
-      unhold(c);
-    }
-    ca_devlock_release(&s->lock);
-  }
+/* A sibling arena's share of the trim that d's skipped (trim_siblings). */
+static void trim_sibling(ca_device_t *s, void *arg) {
+  ca_tcache_t *c = me();
+  unsigned what = *(const unsigned *)arg;
+  hold(c);
+  if (what & 1) flush_lists(s, c, NULL, true, 0, CA_TCACHE_SMALL_CLASSES, NULL);
+  if (what & 2) flush_lists(s, c, NULL, true, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES, NULL);
+  unhold(c);
 }
 
 void ca_tcache_trim_siblings(ca_device_t *d) {
   ca_tcache_t *c = me();
-  if (has_cache(c)) trim_siblings(d, c);
+  if (!has_cache(c)) return;
+  unsigned what = c->trim_siblings;
+  c->trim_siblings = 0;
+  ca_arena_each_sibling(d, false, trim_sibling, &what);
 }
 
 bool ca_tcache_trim(ca_device_t *d) {
