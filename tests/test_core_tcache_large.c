@@ -339,3 +339,38 @@ Test(core_tcache_large, another_devices_large_blocks_leave_this_devices_slow_pat
   cr_assert_eq(ca_free_sync(big), CUDA_SUCCESS);
   CHECK_CONSISTENT();
 }
+
+/* A block in each of a scattered set of size classes, small and large,
+ * among runs of empty ones that a flush passes eight at a time
+ * (tcache.c next_class): by runs of eight classes in turn, the first one
+ * alone, the last one alone, none, the fourth and sixth; and 127, 128 and
+ * 183, the edges of the two kinds. Destroying the stream gives every one
+ * back; a pass that skipped a class would leave its block cached. */
+static bool scattered_class(unsigned c) {
+  unsigned at = c % 8, run = c / 8 % 4;
+  return c == 127 || c == 128 || c == 183 || (run == 0 && at == 0) || (run == 1 && at == 7) ||
+         (run == 3 && (at == 3 || at == 5));
+}
+#define SMALL_CLASSES 128u   /* (c + 1) * 512 bytes each */
+#define ALL_CLASSES (SMALL_CLASSES + 56u)
+static size_t size_of_class(unsigned c) {
+  if (c < SMALL_CLASSES) return (size_t)(c + 1) * 512;
+  unsigned k = 16 + (c - SMALL_CLASSES) / 8, j = (c - SMALL_CLASSES) % 8;   /* octave 2^k, its j-th eighth */
+  return ((size_t)1 << k) + ((size_t)j << (k - 3)) + 512;
+}
+
+Test(core_tcache_large, a_flush_reaches_a_block_in_any_class) {
+  core_start("track:caller,sim_events:auto,sim_capacity_mb:1024,thread_cache_kb:16384,thread_cache_large_mb:512");
+  ca_stream_t s = new_stream();
+  void *p[ALL_CLASSES] = {0};
+  int64_t bytes = 0;
+  for (unsigned c = 0; c < ALL_CLASSES; c++)
+    if (scattered_class(c)) p[c] = alloc_on(size_of_class(c), s), bytes += (int64_t)size_of_class(c);
+  for (unsigned c = 0; c < ALL_CLASSES; c++)
+    if (p[c]) free_on(p[c], s);
+  cr_assert_eq(cached_bytes(), bytes, "every block went into the cache");
+  ca_stream_destroyed(s);
+  cr_assert_eq(cached_bytes(), 0, "and every one came back");
+  cr_assert_eq(dev0()->live.count, 0);
+  CHECK_CONSISTENT();
+}

@@ -176,6 +176,9 @@ typedef struct sim_state_s {
   sim_slots_t handles, events, streams;
   ca_process_t others[CA_BACKEND_MAX_OTHERS]; /* sim_other_process */
   unsigned nothers;
+  /* A capture has begun since the process started (never cleared): until
+   * then no stream can forbid a wait, and a query need not walk them all. */
+  bool captured;
 } sim_state_t;
 
 extern sim_state_t ca_sim;

@@ -353,6 +353,7 @@ static bool capture_forbids(const sim_stream_t *s, pthread_t self) {
 /* As the driver: a wait or query that a capture forbids fails, and the
  * capture is invalidated (its end reports it). */
 static CUresult capture_allows_waiting(void) {
+  if (!ca_sim.captured) return CUDA_SUCCESS;
   pthread_t self = pthread_self();
   bool forbidden = false;
   for (int i = 0; i < ca_sim.ndev; i++) {
@@ -669,7 +670,7 @@ void ca_sim_begin_capture(ca_stream_t stream, CUstreamCaptureMode mode) {
   if (ca_sim_lock_started() != CUDA_SUCCESS) return;
   sim_stream_t *s;
   if (stream_resolve(stream, &s) == CUDA_SUCCESS) {
-    s->capturing = true;
+    s->capturing = ca_sim.captured = true;
     s->capture_invalid = false;
     s->capture_mode = mode;
     s->capture_thread = pthread_self();
