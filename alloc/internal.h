@@ -27,7 +27,9 @@
  *   blocks sitelive churn stamp arena
  *   segments fence
  *   tcache_lock
+ *   tcache_layout
  *   pages tcache
+ *   tcache_flush
  *   pool
  *   slack
  *   settle
@@ -62,6 +64,8 @@
  *   settle     the slow path's first rungs: a stream grows before it takes other streams' frees
  *   tcache     the per-thread front cache of small stream-ordered frees
  *   tcache_lock  its lock: a plain store for the owner, membarrier for the others
+ *   tcache_layout  its private layout, shared by tcache.c and tcache_flush.c only
+ *   tcache_flush  what it gives back to the core: flushes, trims, folds, a thread's exit
  *   stamp      the thread and step each allocation stamps (the leak report's)
  *   device     devices, locks, ca_ready            stats   derived statistics
  *   devlock    the device lock: a futex mutex, its uncontended take and release inline

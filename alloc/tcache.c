@@ -45,7 +45,11 @@
  * Large blocks' room: a slow path that finds large blocks in the thread's
  * cache (they took memory the core needed) gives back only those and
  * halves what the thread may keep of them; refused frees regain it slowly
- * (CA_TCACHE_ROOM_REGAIN). */
+ * (CA_TCACHE_ROOM_REGAIN).
+ *
+ * This file: a thread's cache and the registry, hits, frees; what goes back
+ * to the core (flushes, trims, folds, a thread's exit) is tcache_flush.c's,
+ * the layout both read tcache_layout.h's. */
 #include "tcache.h"
 
 #include <sched.h>
@@ -61,173 +65,18 @@
 #include "sitelive.h"
 #include "streamdev.h"
 #include "streams.h"
+#include "tcache_layout.h"
 #include "tcache_lock.h"
 #include "trace.h"
 #include "track.h"
 #include "tsan.h"
 
-#define CA_TCACHE_SMALL_CLASSES (CA_TCACHE_MAX_SIZE / CA_MIN_BLOCK)   /* exact: one size each */
-/* Above CA_TCACHE_MAX_SIZE, 8 classes per octave up to CA_TCACHE_LARGE_MAX
- * (64 KiB..8 MiB: 7 octaves); a class holds blocks of several sizes, so a
- * hit takes one of at least the request's size (take_at's need). */
-#define CA_TCACHE_LARGE_PER_OCTAVE_LOG2 3
-#define CA_TCACHE_LARGE_OCTAVES (__builtin_ctz(CA_TCACHE_LARGE_MAX) - __builtin_ctz(CA_TCACHE_MAX_SIZE))
-#define CA_TCACHE_LARGE_CLASSES (CA_TCACHE_LARGE_OCTAVES << CA_TCACHE_LARGE_PER_OCTAVE_LOG2)
-_Static_assert(CA_TCACHE_MAX_SIZE == 1u << 16, "class_of_large counts octaves from 2^16");
-#define CA_TCACHE_CLASSES (CA_TCACHE_SMALL_CLASSES + CA_TCACHE_LARGE_CLASSES)
-#define CA_TCACHE_STREAMS_LOG2 7   /* (stream, device) entries per thread: 128, 2-way */
-#define CA_TCACHE_STREAMS (1 << CA_TCACHE_STREAMS_LOG2)
-#define CA_TCACHE_SITE_LOOK 4   /* cached blocks of a list a hit looks at for its call site */
-#define CA_TCACHE_HELD_LOG2 10   /* sets of the blocks held, of CA_TCACHE_HELD_WAYS */
-#define CA_TCACHE_HELD (1 << CA_TCACHE_HELD_LOG2)
-#define CA_TCACHE_HELD_WAYS 4
-
-typedef struct tc_list_s {
-  ca_stream_t stream;           /* the freeing stream, normalized */
-  int dev;
-  unsigned blocks;              /* cached in head[]; 0: the entry is free */
-  uint64_t owner;               /* its queue's owner (per-thread stream: this thread) */
-  /* A created stream's: the stream-device generation under which dev was
-   * its device (0: a default handle's, or not asked yet), so that a hit or a
-   * free finds its list and its device in one compare (list_known). */
-  uint64_t asked;
-  ca_block_t *head[CA_TCACHE_CLASSES];   /* by size class */
-} tc_list_t;
-
-/* Since the last fold: written by the cache's holder (release stores, so
- * that a reader who loads the hits before the frees never sees more taken
- * out than put in), read by anyone. */
-typedef struct tc_counts_s {
-  int64_t hits, hit_bytes, hit_requested; /* hand-outs from the cache */
-  int64_t hit_old_requested;              /* the requested sizes the hits' blocks had before */
-  int64_t frees, free_bytes, free_requested; /* frees into the cache */
-  /* What the cache held at the last fold, less what flushes gave back since
-   * (written with the device locked and the cache held). */
-  int64_t bytes, requested, blocks;
-  int64_t pad[6];               /* 128 bytes: a device's counts are found by a shift */
-} tc_counts_t;
-_Static_assert(sizeof(tc_counts_t) == 128, "a device's counts are found by a shift");
-
-/* What the cache holds, what hits changed the requested sizes of live
- * blocks by: derived from the counts. */
-typedef struct tc_held_s {
-  int64_t hits, hit_bytes, hit_requested, frees;
-  int64_t bytes, requested, blocks, drift;
-} tc_held_t;
-
-typedef struct held_s {
-  uintptr_t addr;               /* the block's address | its device's ordinal; 0: empty */
-  ca_block_t *b;
-} held_t;
-#define EXAMINED ((uintptr_t)4)   /* b->tc: its thread's free is looking at it (ca_tcache_give) */
-_Static_assert(_Alignof(max_align_t) >= 8, "a cache's address (calloc's) leaves b->tc's three low bits free");
-#define HELD_DEV ((uintptr_t)CA_MIN_BLOCK - 1)   /* block addresses are multiples of CA_MIN_BLOCK */
-_Static_assert(CA_MAX_DEVICES <= CA_MIN_BLOCK, "a held entry keeps the device in the address's low bits");
-
-typedef struct ca_tcache_s {
-  ca_tclock_t lock;             /* a try-lock, cheap for the owner (tcache_lock.h) */
-  unsigned gen;                 /* the registry's generation it belongs to */
-  uint32_t tid;                 /* its thread's id, for the leak stamp of its hits */
-  struct ca_tcache_s *prev, *next;
-  size_t bytes[2];              /* cached, all devices: small blocks, large ones (each against its cap) */
-  size_t last_at;               /* the list of the last hit or cached free, tried first: its offset in
-                                 * lists, in bytes (0, a zeroed cache's: the first, no stream's) */
-  ca_stream_t sd_stream;        /* the last created stream whose device was asked... */
-  int sd_dev;                   /* ...that device... */
-  uint64_t sd_gen;              /* ...under this stream-device generation (0: none) */
-  void *dd_ctx;                 /* the context the default handles' device was asked under... */
-  int dd_dev;                   /* ...that device (the context's)... */
-  uint64_t dd_gen;              /* ...under this generation (0: none; else dd_ctx is not NULL) */
-  size_t refused;               /* the trim's pressure since the last one, in bytes */
-  size_t refused_large;         /* the same for large blocks, against their cap */
-  unsigned trim_siblings;       /* a trim skipped other arenas' blocks: what it left to do there, once d's
-                                 * lock is let go (bit 0: small classes, bit 1: large; ca_tcache_trim_siblings) */
-  /* What each kind may hold now: thread_cache_kb's bytes; thread_cache_large_mb's,
-   * or less while a slow path's halving is regained. Set at each claim (the
-   * owner's: a free that reads them follows its block's claim). */
-  size_t room[2];
-  tc_list_t lists[CA_TCACHE_STREAMS];
-  held_t held[CA_TCACHE_HELD][CA_TCACHE_HELD_WAYS]; /* blocks the program holds from this thread */
-  tc_counts_t counts[CA_MAX_SLOTS];   /* by arena: a block's counts go to its own (b->slot) */
-} ca_tcache_t;
-
-static struct {
-  pthread_mutex_t lock;
-  ca_tcache_t *caches;
-  unsigned gen;                 /* moves on at fork: the child forgets every cache */
-  pthread_key_t key;            /* its destructor flushes an exiting thread's cache */
-  bool key_ok;
-} registry = {.lock = PTHREAD_MUTEX_INITIALIZER, .gen = 1};
+tc_registry_t tc_registry = {.lock = PTHREAD_MUTEX_INITIALIZER, .gen = 1};
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-/* A thread without a cache of its own has this one, zeroed and never
- * written: it lists no stream and remembers no block, so that the fronts'
- * inline tries find nothing in it without a test of the pointer; every
- * path that would write a cache tests for it (has_cache). */
-static ca_tcache_t none;
-static __thread ca_tcache_t *mine = &none;
-static inline bool has_cache(const ca_tcache_t *c) { return c != &none || CA_DEBUG(tcache_none_is_a_cache); }
-/* The calling thread's cache, or none: never NULL. */
-static inline __attribute__((always_inline)) ca_tcache_t *me(void) {
-  ca_tcache_t *c = mine;
-  if (!c) __builtin_unreachable();
-  return c;
-}
+ca_tcache_t tc_none;   /* zeroed, never written (tcache_layout.h) */
+__thread ca_tcache_t *tc_mine = &tc_none;
 
-/* The small helpers of a hit, inlined into it. */
-#define HOT static inline __attribute__((always_inline))
-
-#define LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
-#define STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
-/* A count's only writer is the cache's holder (its owner, or a flusher
- * holding it): a plain read of the old value, which lets the compiler add
- * from memory, and a release store for the readers. */
-#if defined(__x86_64__) && !defined(CA_TSAN)
-/* On x86-64 one add to memory (its store is single-copy atomic and, as
- * every store, released in program order; volatile keeps the compiler's
- * order of the bumps, hits last): where the plain read, the add and the
- * store were three instructions, seven times a pair. Not under TSan,
- * which cannot see into an asm: there the release store below, whose
- * protocol it checks. */
-HOT void bump(int64_t *c, int64_t delta) { __asm__ volatile("addq %1, %0" : "+m"(*c) : "er"(delta)); }
-#else
-HOT void bump(int64_t *c, int64_t delta) { STORE(c, *c + delta); }
-#endif
-
-/* n's derived figures; the hits are loaded before the frees. */
-static tc_held_t held_of(tc_counts_t *n) {
-  tc_held_t h = {.hits = LOAD(&n->hits), .hit_bytes = LOAD(&n->hit_bytes), .hit_requested = LOAD(&n->hit_requested)};
-  int64_t old_requested = LOAD(&n->hit_old_requested);
-  h.frees = LOAD(&n->frees);
-  h.bytes = LOAD(&n->bytes) + LOAD(&n->free_bytes) - h.hit_bytes;
-  h.requested = LOAD(&n->requested) + LOAD(&n->free_requested) - old_requested;
-  h.blocks = LOAD(&n->blocks) + h.frees - h.hits;
-  h.drift = h.hit_requested - old_requested;
-  return h;
-}
-
-/* The owner's takes (the calling thread's own cache). */
-HOT bool try_hold(ca_tcache_t *c) { return ca_tclock_try(&c->lock); }
-static void hold(ca_tcache_t *c) { ca_tclock_hold(&c->lock); }
-HOT void unhold(ca_tcache_t *c) { ca_tclock_release(&c->lock); }
-
-/* Every cache in the registry held (registry.lock held), as another
- * thread than most of their owners: one barrier for all of them. */
-static void hold_all(void) {
-  bool others = false;
-  for (ca_tcache_t *c = registry.caches; c; c = c->next) {
-    ca_tclock_claim(&c->lock);
-    others |= c != mine;
-  }
-  ca_tclock_barrier(others);
-  for (ca_tcache_t *c = registry.caches; c; c = c->next) ca_tclock_await(&c->lock);
-}
-static void unhold_all(void) {
-  for (ca_tcache_t *c = registry.caches; c; c = c->next) ca_tclock_release_other(&c->lock);
-}
-
-static size_t capacity(void) { return (size_t)ca_config.thread_cache_kb << 10; }
-static size_t large_capacity(void) { return (size_t)ca_config.thread_cache_large_mb << 20; }
 /* After a slow path halved the large blocks' room, each free it refuses
  * gives this fraction of the block's size back. */
 #define CA_TCACHE_ROOM_REGAIN 32
@@ -251,26 +100,25 @@ static void refuse(ca_tcache_t *c, size_t size, bool large) {
 // The thread's cache and the registry
 // ----------------------------------------------------------------------------
 
-static void thread_exit(void *arg);
-static void make_key(void) { registry.key_ok = pthread_key_create(&registry.key, thread_exit) == 0; }
+static void make_key(void) { tc_registry.key_ok = pthread_key_create(&tc_registry.key, tc_thread_exit) == 0; }
 
 /* The calling thread's cache, made on first use; NULL when it cannot be. */
 static ca_tcache_t *my_cache(void) {
   ca_tcache_t *c = me();
-  if (has_cache(c) && c->gen == __atomic_load_n(&registry.gen, __ATOMIC_ACQUIRE)) return c;
+  if (has_cache(c) && c->gen == __atomic_load_n(&tc_registry.gen, __ATOMIC_ACQUIRE)) return c;
   pthread_once(&key_once, make_key);
-  if (!registry.key_ok || !(c = calloc(1, sizeof *c))) return NULL;
+  if (!tc_registry.key_ok || !(c = calloc(1, sizeof *c))) return NULL;
   ca_tclock_make(&c->lock);   /* in the locks' mode, chosen at the first */
   c->room[1] = SIZE_MAX;   /* the cap, at the first claim */
   c->tid = ca_stamp_my_tid();   /* kept: after the core's fork handler a child's thread makes a cache of its own */
-  pthread_mutex_lock(&registry.lock);
-  c->gen = registry.gen;
-  c->next = registry.caches;
+  pthread_mutex_lock(&tc_registry.lock);
+  c->gen = tc_registry.gen;
+  c->next = tc_registry.caches;
   if (c->next) c->next->prev = c;
-  registry.caches = c;
-  pthread_mutex_unlock(&registry.lock);
-  pthread_setspecific(registry.key, c);
-  return mine = c;
+  tc_registry.caches = c;
+  pthread_mutex_unlock(&tc_registry.lock);
+  pthread_setspecific(tc_registry.key, c);
+  return tc_mine = c;
 }
 
 /* The stream alone (a created stream has one device: list_known finds its
@@ -722,258 +570,3 @@ bool ca_tcache_disown(ca_block_t *b) {
   return false;
 }
 
-// ----------------------------------------------------------------------------
-// Flushing, folding, quiescing
-// ----------------------------------------------------------------------------
-
-/* A cached block back to the core: freed on its list's stream, as the
- * program's free would have left it (its free is counted already). */
-static void give_back(ca_device_t *d, const tc_list_t *l, ca_block_t *b) {
-  __atomic_store_n(&b->tc, 0, __ATOMIC_RELEASE);
-  b->tc_next = NULL;
-  ca_ptrmap_remove(&d->live, b->addr);
-  ca_sitelive_add(ca_sitelive_of(d), b, -1);   /* its site held it until now, as the core's stats did */
-  ca_queue_count_freed(d, b, false);
-  bool gone = ca_stream_check(d, l->stream) != CUDA_SUCCESS;   /* destroyed unseen: wait like cudaFree */
-  ca_queue_t *q = gone ? NULL : ca_queue_find_owned(d, l->stream, l->owner, true);
-  ca_queue_add(d, q ? q : &d->epoch, b);
-}
-
-/* Moves c's counts for d into d's statistics, as the core's own paths
- * would have counted them. */
-static void fold_into(ca_device_t *d, tc_counts_t *n) {
-  tc_held_t h = held_of(n);
-  d->stats.allocated_bytes.total += h.hit_bytes;
-  d->stats.requested_bytes.total += h.hit_requested;
-  ca_stat_add(&d->stats.num_allocs, h.hits);
-  ca_stat_add(&d->stats.num_frees, h.frees);
-  d->stats.requested_bytes.current += h.drift;
-  *n = (tc_counts_t){.bytes = h.bytes, .requested = h.requested, .blocks = h.blocks};
-}
-
-#define OLD ((uintptr_t)2)
-
-/* The first class from cls (whose list is empty) below hi with cached
- * blocks, else hi: a trim visits every stream's list of 184 classes, and
- * a thread of 64 streams trims often, so empty classes are passed eight
- * at a time (one OR of eight loads each), with nothing added to the hits
- * and frees that keep the lists. */
-static unsigned next_class(const tc_list_t *l, unsigned cls, unsigned hi) {
-  for (cls++; cls < hi && (cls & 7); cls++)
-    if (l->head[cls]) return cls;
-  for (; cls + 8 <= hi; cls += 8) {
-    ca_block_t *const *h = &l->head[cls];
-    if ((uintptr_t)h[0] | (uintptr_t)h[1] | (uintptr_t)h[2] | (uintptr_t)h[3] | (uintptr_t)h[4] |
-        (uintptr_t)h[5] | (uintptr_t)h[6] | (uintptr_t)h[7])
-      break;
-  }
-  for (; cls < hi; cls++)
-    if (l->head[cls]) return cls;
-  return hi;
-}
-
-/* Gives c's cached blocks on d of the classes [lo, hi) back (those freed
- * on stream, when given); old_only: only the OLD ones, marking the others
- * OLD (a trim). */
-static size_t flush_lists(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bool old_only, unsigned lo,
-                          unsigned hi, bool *foreign) {
-  size_t bytes = 0;
-  for (tc_list_t *l = c->lists; l < c->lists + CA_TCACHE_STREAMS; l++) {
-    if (!l->blocks || l->dev != d->ordinal || (stream && l->stream != stream)) continue;
-    for (unsigned cls = lo; l->blocks && cls < hi; cls++) {
-      if (!l->head[cls] && (cls = next_class(l, cls, hi)) >= hi) break;
-      ca_block_t **at = &l->head[cls];
-      while (*at) {
-        ca_block_t *b = *at;
-        if (b->slot != d->slot) {   /* another arena's (a list is by ordinal): its own flush gives it back */
-          if (foreign) *foreign = true;
-          at = &b->tc_next;
-          continue;
-        }
-        uintptr_t tc = __atomic_load_n(&b->tc, __ATOMIC_ACQUIRE);
-        if (old_only && !(tc & OLD)) {
-          __atomic_store_n(&b->tc, tc | OLD, __ATOMIC_RELEASE);
-          at = &b->tc_next;
-          continue;
-        }
-        *at = b->tc_next;
-        l->blocks--;
-        tc_counts_t *n = &c->counts[d->slot];
-        bump(&n->bytes, -(int64_t)b->size);
-        bump(&n->requested, -(int64_t)b->requested);
-        bump(&n->blocks, -1);
-        c->bytes[cls >= CA_TCACHE_SMALL_CLASSES] -= b->size;
-        bytes += b->size;
-        give_back(d, l, b);
-      }
-    }
-  }
-  return bytes;
-}
-
-static size_t flush_cache(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bool forget) {
-  size_t bytes = flush_lists(d, c, stream, false, 0, CA_TCACHE_CLASSES, NULL);
-  fold_into(d, &c->counts[d->slot]);
-  /* d's block structs are about to be freed: the thread forgets what it
-   * holds on every device (whose entries it cannot tell apart without
-   * reading blocks of devices not locked); those frees go to the core. */
-  if (forget)   /* relaxed stores: the owner's held_unheld reads them unheld */
-    for (size_t i = 0; i < CA_TCACHE_HELD; i++)
-      for (int w = 0; w < CA_TCACHE_HELD_WAYS; w++) {
-        __atomic_store_n(&c->held[i][w].addr, 0, __ATOMIC_RELAXED);
-        c->held[i][w].b = NULL;   /* read by the owner held only */
-      }
-  return bytes;
-}
-
-size_t ca_tcache_flush(ca_device_t *d, ca_stream_t stream, bool forget) {
-  if (CA_DEBUG(tcache_no_flush) && !forget) return 0;
-  size_t bytes = 0;
-  stream = stream ? ca_stream_normal(stream) : NULL;
-  pthread_mutex_lock(&registry.lock);
-  hold_all();
-  for (ca_tcache_t *c = registry.caches; c; c = c->next) bytes += flush_cache(d, c, stream, forget);
-  unhold_all();
-  pthread_mutex_unlock(&registry.lock);
-  return bytes;
-}
-
-size_t ca_tcache_flush_mine(ca_device_t *d) {
-  ca_tcache_t *c = me();
-  if (!has_cache(c) || CA_DEBUG(tcache_no_flush)) return 0;
-  hold(c);
-  /* Large blocks took memory the core needed: they go back, and the thread
-   * keeps less of them for a while, not to send the core down this path
-   * again at once; the small lists stay (at most thread_cache_kb, reused by
-   * the program), unless the large blocks did not suffice: then the slow
-   * path flushes every cache, this one whole, before it waits or fails.
-   * Only large blocks on d count: c->bytes[1] is every device's, and
-   * another device's took none of d's memory. */
-  size_t held = c->bytes[1];
-  size_t bytes = held ? flush_lists(d, c, NULL, false, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES, NULL) : 0;
-  if (bytes) {
-    c->room[1] = held / 2;
-    fold_into(d, &c->counts[d->slot]);
-  } else bytes = flush_cache(d, c, NULL, false);
-  unhold(c);
-  return bytes;
-}
-
-/* Small and large blocks are trimmed apart, each when its own pressure
- * reaches its own cap: a few refused MiB-sized frees must not empty the
- * small lists that the program reuses. */
-static __attribute__((noinline)) void trim(ca_device_t *d, ca_tcache_t *c) {
-  bool small = c->refused >= capacity(), large = c->bytes[1] && c->refused_large >= large_capacity();
-  hold(c);
-  bool foreign_small = false, foreign_large = false;
-  if (small) c->refused = 0, flush_lists(d, c, NULL, true, 0, CA_TCACHE_SMALL_CLASSES, &foreign_small);
-  if (large) c->refused_large = 0, flush_lists(d, c, NULL, true, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES, &foreign_large);
-  unhold(c);
-  /* The pressure was the whole cache's, and is spent: the other arenas'
-   * blocks get the same trim, or a cache full of them would refuse every
-   * free for good (a thread that moved to a stream of another arena). */
-  if (!CA_DEBUG(tcache_trim_own_arena_only)) c->trim_siblings |= (foreign_small ? 1u : 0) | (foreign_large ? 2u : 0);
-}
-
-/* A sibling arena's share of the trim that d's skipped (trim_siblings). */
-static void trim_sibling(ca_device_t *s, void *arg) {
-  ca_tcache_t *c = me();
-  unsigned what = *(const unsigned *)arg;
-  hold(c);
-  if (what & 1) flush_lists(s, c, NULL, true, 0, CA_TCACHE_SMALL_CLASSES, NULL);
-  if (what & 2) flush_lists(s, c, NULL, true, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES, NULL);
-  unhold(c);
-}
-
-void ca_tcache_trim_siblings(ca_device_t *d) {
-  ca_tcache_t *c = me();
-  if (!has_cache(c)) return;
-  unsigned what = c->trim_siblings;
-  c->trim_siblings = 0;
-  ca_arena_each_sibling(d, false, trim_sibling, &what);
-}
-
-bool ca_tcache_trim(ca_device_t *d) {
-  ca_tcache_t *c = me();
-  if (!has_cache(c) || CA_DEBUG(tcache_no_trim)) return false;
-  if (c->refused < capacity() && !(c->bytes[1] && c->refused_large >= large_capacity())) return false;
-  trim(d, c);
-  return c->trim_siblings != 0;
-}
-
-void ca_tcache_fold(const ca_device_t *d, cudalloc_stats_t *s) {
-  pthread_mutex_lock(&registry.lock);
-  for (ca_tcache_t *c = registry.caches; c; c = c->next) {
-    tc_held_t h = held_of(&c->counts[d->slot]);
-    s->allocated_bytes.current -= h.bytes;
-    s->allocated_bytes.total += h.hit_bytes;
-    s->requested_bytes.current += h.drift - h.requested;
-    s->requested_bytes.total += h.hit_requested;
-    s->num_live_blocks.current -= h.blocks;
-    s->num_allocs.current += h.hits, s->num_allocs.total += h.hits;
-    s->num_frees.current += h.frees, s->num_frees.total += h.frees;
-  }
-  pthread_mutex_unlock(&registry.lock);   /* the counts that never fall: their peaks are the snapshot's (stats.c) */
-}
-
-void ca_tcache_quiesce(void) {
-  pthread_mutex_lock(&registry.lock);
-  hold_all();
-}
-
-int64_t ca_tcache_blocks(const ca_device_t *d) {
-  int64_t n = 0;
-  pthread_mutex_lock(&registry.lock);
-  for (ca_tcache_t *c = registry.caches; c; c = c->next) n += held_of(&c->counts[d->slot]).blocks;
-  pthread_mutex_unlock(&registry.lock);
-  return n;
-}
-
-int64_t ca_tcache_drift(const ca_device_t *d) {
-  int64_t drift = 0;
-  for (ca_tcache_t *c = registry.caches; c; c = c->next) drift += held_of(&c->counts[d->slot]).drift;
-  return drift;
-}
-
-void ca_tcache_resume(void) {
-  unhold_all();
-  pthread_mutex_unlock(&registry.lock);
-}
-
-/* An exiting thread's cache goes back to the core, device by device. */
-static void thread_exit(void *arg) {
-  ca_tcache_t *c = arg;
-  if (c->gen != __atomic_load_n(&registry.gen, __ATOMIC_ACQUIRE)) return;   /* the parent's, in a fork child */
-  bool exited = __atomic_load_n(&ca_state.exited, __ATOMIC_ACQUIRE);   /* no device call after exit */
-  for (int i = 0; !exited && i < CA_MAX_SLOTS; i++) {   /* every arena */
-    ca_device_t *d = __atomic_load_n(&ca_state.devices[i], __ATOMIC_ACQUIRE);
-    if (!d) continue;
-    ca_devlock_take(&d->lock);
-    hold(c);
-    if (d->ready) flush_cache(d, c, NULL, true);
-    unhold(c);
-    ca_devlock_release(&d->lock);
-  }
-  pthread_mutex_lock(&registry.lock);
-  if (c->prev) c->prev->next = c->next;
-  else registry.caches = c->next;
-  if (c->next) c->next->prev = c->prev;
-  pthread_mutex_unlock(&registry.lock);
-  if (mine == c) mine = &none;
-  free(c);
-}
-
-void ca_tcache_forget_after_fork(void) {
-  pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-  registry.lock = fresh;
-  registry.caches = NULL;
-  __atomic_add_fetch(&registry.gen, 1, __ATOMIC_ACQ_REL);
-  mine = &none;
-}
-
-#ifdef CA_TESTING
-bool ca_tcache_none_untouched(void) {
-  static const ca_tcache_t zero;
-  return !memcmp(&none, &zero, sizeof none);
-}
-#endif

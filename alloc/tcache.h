@@ -90,7 +90,7 @@ size_t ca_tcache_flush(ca_device_t *d, ca_stream_t stream, bool forget);
  * some: tcache.c). */
 size_t ca_tcache_flush_mine(ca_device_t *d);
 /* After a free that went to the core (d locked): once the cache has missed
- * or refused enough since the last trim (tcache.c), the thread's blocks on
+ * or refused enough since the last trim (tcache_flush.c), the thread's blocks on
  * d cached since that trim go back to the core, so that what it caches
  * follows what the program asks for now. True when the trim skipped the
  * thread's blocks of d's sibling arenas (arenas:N): then, d's lock let go,

@@ -342,7 +342,7 @@ Test(core_tcache_large, another_devices_large_blocks_leave_this_devices_slow_pat
 
 /* A block in each of a scattered set of size classes, small and large,
  * among runs of empty ones that a flush passes eight at a time
- * (tcache.c next_class): by runs of eight classes in turn, the first one
+ * (tcache_flush.c next_class): by runs of eight classes in turn, the first one
  * alone, the last one alone, none, the fourth and sixth; and 127, 128 and
  * 183, the edges of the two kinds. Destroying the stream gives every one
  * back; a pass that skipped a class would leave its block cached. */
