@@ -101,6 +101,10 @@ static const conf_key_t keys[] = {
   {"arenas", KEY_UINT, FIELD(arenas), 1, CA_MAX_ARENAS, 0, 0, NULL,
    "arenas per device: each (thread, stream) allocates from one, assigned round-robin at its first allocation, "
    "with its own lock, pools and queues; the device's cap covers them all (1 = one arena)"},
+  {"arena_spread", KEY_CHOICE, FIELD(arena_spread), 0, 0, 0, 0, "contended|first",
+   "with arenas above 1: a thread allocates from the first arena until its takes of the device lock keep finding "
+   "it held, then its streams go round-robin to the others (contended); or every (thread, stream) round-robin "
+   "over all of them from its first allocation (first)"},
   {"quiet", KEY_BOOL, FIELD(quiet), 0, 1, 0, 0, NULL,
    "no summary on stderr at exit"},
   {"summary", KEY_CHOICE, FIELD(summary), 0, 0, 0, 0, "all|rank0",
@@ -185,6 +189,7 @@ void ca_config_defaults(ca_config_t *cfg) {
   cfg->thread_cache_kb = 1024;
   cfg->thread_cache_large_mb = 0;
   cfg->arenas = 1;
+  cfg->arena_spread = CA_SPREAD_CONTENDED;
 #ifdef CA_TESTING
   /* The test build's whole suite with arenas forced (CUDALLOC_TEST_ARENAS=2
    * make test): a default, so that a test's own arenas:N still wins. */

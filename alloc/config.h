@@ -27,6 +27,8 @@ typedef enum { CA_SUMMARY_ALL, CA_SUMMARY_RANK0 } ca_summary_t;
 typedef enum { CA_STEP_ON_API, CA_STEP_ON_SYNC } ca_step_on_t;
 /* Where cudaFree'd blocks wait while only the legacy stream is used (legacyq.c). */
 typedef enum { CA_LEGACYQ_AUTO, CA_LEGACYQ_OFF, CA_LEGACYQ_ON } ca_legacyq_t;
+/* How a thread's streams spread over a device's arenas (siblings.c). */
+typedef enum { CA_SPREAD_CONTENDED, CA_SPREAD_FIRST } ca_arena_spread_t;
 
 #define CA_CONFIG_PATH_MAX 256
 #define CA_CONFIG_NAME_MAX 16
@@ -50,6 +52,7 @@ typedef struct ca_config_s {
   unsigned thread_cache_kb;     /* per-thread front cache of small stream-ordered frees; 0: off */
   unsigned thread_cache_large_mb; /* the same cache's blocks above 64 KiB (to 8 MiB); 0: off */
   unsigned arenas;              /* arenas per device (arena.c); 1: the device is one */
+  ca_arena_spread_t arena_spread; /* which arena a thread's stream allocates from (siblings.c) */
   bool quiet;
   ca_summary_t summary;         /* all, or rank 0 only */
   char report[CA_CONFIG_PATH_MAX]; /* report path prefix, %p pid, %r rank, %h host; "" off */

@@ -22,7 +22,10 @@ static long futex(int *addr, int op, int val) {
   return syscall(SYS_futex, addr, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
 }
 
+__thread unsigned ca_devlock_contended;
+
 void ca_devlock_wait(ca_devlock_t *l) {
+  ca_devlock_contended++;
   for (int i = 0; i < SPINS; i++) {
     relax();
     int free = 0;

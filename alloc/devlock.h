@@ -44,6 +44,11 @@ typedef struct ca_devlock_s {
 
 #define CA_DEVLOCK_INIT {0}
 
+/* The calling thread's takes that found a device lock held: what moves a
+ * thread off its device's first arena under arena_spread:contended
+ * (siblings.c). Counted on the contended side only. */
+extern __thread unsigned ca_devlock_contended;
+
 /* Out of line: a contended take (spins a little, then sleeps), and the
  * release's wake of one sleeper. */
 void ca_devlock_wait(ca_devlock_t *l);

@@ -2,6 +2,7 @@
 #include "siblings.h"
 
 #include "device.h"
+#include "devlock.h"
 #include "fence.h"
 #include "oom.h"
 #include "pages.h"
@@ -48,17 +49,68 @@ static int assign(ca_stream_t stream, int ordinal) {
  * runs on one stream. */
 static __thread route_t last_route;
 
-ca_device_t *ca_siblings_route(ca_device_t *first, ca_stream_t stream) {
+/* arena_spread:contended: each thread has a home arena per ordinal, where
+ * all its streams allocate: the first, until the thread's takes of device
+ * locks keep finding them held. A program whose one thread drives many
+ * streams keeps one arena, whose memory its streams share (the replay of
+ * the ten-stream snapshot reserves what it does at arenas:1), and so do
+ * threads that take turns (PyTorch's main and autograd threads). Once
+ * SPREAD_CONTENDED of the takes since the thread's last SPREAD_WINDOW routed
+ * allocations waited, its home moves to the ordinal's next arena in turn:
+ * of two threads that contend, the first to move goes to arena 1 and, at
+ * arenas:2, the second to arena 0. A thread whose new home is contended
+ * too moves on again, after a window twice as long each time: more threads
+ * than arenas contend wherever they go, and moving costs each a new
+ * arena's growth and leaves its pending frees behind. */
+#define SPREAD_WINDOW 256u
+#define SPREAD_CONTENDED 32u
+#define SPREAD_BACKOFF_MAX 12u   /* windows up to 2^12 times as long */
+typedef struct {
+  unsigned left;                /* routed allocations before the window ends (0: none begun) */
+  unsigned contended_at;        /* the thread's waited takes when it began */
+  unsigned moves;
+  unsigned home[CA_MAX_DEVICES];
+} spread_t;
+static __thread spread_t spread;   /* one thread-local block: one address computation a route */
+
+/* A window ends (or the thread's first begins): a move when its takes
+ * waited often enough, and the next window. Out of line: once in 256. */
+static __attribute__((noinline)) unsigned window_end(spread_t *s, int ordinal) {
+  unsigned shift = s->moves < SPREAD_BACKOFF_MAX ? s->moves : SPREAD_BACKOFF_MAX;
+  unsigned now = ca_devlock_contended;
+  if (s->left && now - s->contended_at >= SPREAD_CONTENDED << shift) {
+    s->home[ordinal] = __atomic_add_fetch(&ca_state.next_arena[ordinal], 1, __ATOMIC_RELAXED) % ca_config.arenas;
+    shift += s->moves++ < SPREAD_BACKOFF_MAX;
+  }
+  s->left = (SPREAD_WINDOW << shift) - !s->left;   /* the next check ends the window: the first counts this one */
+  s->contended_at = now;
+  return s->home[ordinal];
+}
+
+static int home_of(int ordinal) {
+  spread_t *s = &spread;
+  unsigned k = __builtin_expect(s->left > 1, 1) ? (s->left--, s->home[ordinal]) : window_end(s, ordinal);
+  return k < ca_config.arenas ? (int)k : 0;   /* a home of an earlier start with more arenas */
+}
+
+static int route(ca_stream_t stream, int ordinal) {
+  if (ca_config.arena_spread == CA_SPREAD_CONTENDED) return home_of(ordinal);
   route_t *r = &last_route;
-  if (r->stream != stream || r->ordinal != first->ordinal || r->arena >= (int)ca_config.arenas)
-    *r = (route_t){stream, first->ordinal, assign(stream, first->ordinal)};
-  if (!r->arena) return first;
-  ca_device_t *d = ca_arena_at(first->ordinal, r->arena);
+  if (r->stream != stream || r->ordinal != ordinal || r->arena >= (int)ca_config.arenas)
+    *r = (route_t){stream, ordinal, assign(stream, ordinal)};
+  return r->arena;
+}
+
+ca_device_t *ca_siblings_route(ca_device_t *first, ca_stream_t stream) {
+  int k = route(stream, first->ordinal);
+  if (!k) return first;
+  ca_device_t *d = ca_arena_at(first->ordinal, k);
   if (d && __atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) return d;
-  /* made on first use; one that cannot be set up (no address space left): the first serves,
-   * and the thread's run on this stream stays there */
-  if (ca_device_get_arena(first, r->arena, &d) == CUDA_SUCCESS) return d;
-  r->arena = 0;
+  /* made on first use; one that cannot be set up (no address space left):
+   * the first serves, and the thread's run on this stream (its home) stays there */
+  if (ca_device_get_arena(first, k, &d) == CUDA_SUCCESS) return d;
+  if (ca_config.arena_spread == CA_SPREAD_CONTENDED) spread.home[first->ordinal] = 0;
+  else last_route.arena = 0;
   return first;
 }
 

@@ -7,8 +7,10 @@
 #include "arena.h"
 
 /* The arena of first's ordinal (first: its arena 0) that the calling
- * thread's allocations on stream go to: assigned round-robin at the
- * thread's first allocation on the stream, and remembered (arenas > 1). */
+ * thread's allocations on stream go to (arenas > 1): the thread's home
+ * arena, the first until its takes of the lock keep waiting
+ * (arena_spread:contended), or one assigned round-robin at the thread's
+ * first allocation on the stream and remembered (arena_spread:first). */
 ca_device_t *ca_siblings_route(ca_device_t *first, ca_stream_t stream);
 
 /* Short of memory in d (locked): d's siblings, one at a time, give back

@@ -9,8 +9,9 @@
 # 20 workload steps), well under a minute, so that the benchmarks cannot
 # rot; its figures are noisy. BENCH_ALLOC_ARGS replaces bench_alloc's
 # --pairs/--rounds. BENCH_ARENAS (default 2): the thread part again at
-# arenas:N, each thread then in an arena of its own (docs/benchmarks.md,
-# "Arenas, eighth session"); 1 or empty: not run.
+# arenas:N, where threads that contend for the device lock move to arenas
+# of their own (arena_spread:contended; docs/benchmarks.md, "Arenas, eighth
+# session" and "Arenas by contention, tenth session"); 1 or empty: not run.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}

@@ -574,7 +574,7 @@ Test(config, print_lists_every_key_with_its_value) {
 static const char *all_keys[] = {"backend", "expandable_segments", "max_split_size_mb",
                                  "garbage_collection_threshold", "roundup_power2_divisions", "memory_cap_mb",
                                  "memory_fraction", "wait_before_growing", "page_churn_cap", "free_mode", "torch_free", "legacy_queue", "track", "track_depth", "leak_exit_code", "thread_cache_kb", "thread_cache_large_mb",
-                                 "arenas", "quiet", "summary", "report", "report_signal", "oom_report", "trace", "trace_ring",
+                                 "arenas", "arena_spread", "quiet", "summary", "report", "report_signal", "oom_report", "trace", "trace_ring",
                                  "step_on", "sample_ms", "creep_csv", "creep_svg",
                                  "sim_devices", "sim_capacity_mb", "sim_granularity_kb",
                                  "sim_events", "sim_lag_ops", "sim_no_vmm", "sim_fail", "sim_fail_rate", "sim_seed",

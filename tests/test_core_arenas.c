@@ -51,7 +51,7 @@ static void *thread_job(void *arg) {
 }
 
 Test(core_arenas, two_streams_land_in_two_arenas_and_blocks_go_home) {
-  core_start("arenas:2");
+  core_start("arenas:2,arena_spread:first");
   ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
   void *a = alloc_on(1 * MiB, s1);
   void *b = alloc_on(1 * MiB, s2);
@@ -82,7 +82,7 @@ Test(core_arenas, two_streams_land_in_two_arenas_and_blocks_go_home) {
  * at first sight: a hash of the streams would put them together half the
  * time). */
 Test(core_arenas, two_threads_on_their_streams_take_two_arenas) {
-  core_start("arenas:2");
+  core_start("arenas:2,arena_spread:first");
   thread_job_t j[2] = {{.stream = test_stream(false)}, {.stream = test_stream(true)}};
   pthread_t t[2];
   for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, thread_job, &j[i]);
@@ -136,7 +136,7 @@ static bool free_memory_counts_both(void **keep) {
 }
 
 Test(core_arenas, the_ordinals_figures_are_the_sums) {
-  core_start("arenas:2,sim_events:auto");
+  core_start("arenas:2,arena_spread:first,sim_events:auto");
   void *keep[2];
   two_arenas_busy(keep);
   CHECKED();
@@ -147,7 +147,7 @@ Test(core_arenas, the_ordinals_figures_are_the_sums) {
 }
 
 Test(core_arenas, no_fold_is_caught) {
-  core_start("arenas:2,sim_events:auto");
+  core_start("arenas:2,arena_spread:first,sim_events:auto");
   void *keep[2];
   two_arenas_busy(keep);
   ca_debug.arena_no_fold = true;
@@ -171,7 +171,7 @@ static size_t reserved_sum(void) {
  * than the cap leaves. Returns arena 1's answer; the sum of reserved stays
  * in *most (its highest seen). */
 static cudaError_t squeeze_workload(size_t *most) {
-  core_start("arenas:2," CAP_CONF ",sim_capacity_mb:1024,oom_report:off,sim_events:auto");
+  core_start("arenas:2,arena_spread:first," CAP_CONF ",sim_capacity_mb:1024,oom_report:off,sim_events:auto");
   ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
   void *a = alloc_on(40 * MiB, s1);
   cr_assert_eq(arena_of(a)->arena, 0);
@@ -235,7 +235,7 @@ static void *grow_until_full(void *arg) {
 }
 
 static size_t grow_at_once(void) {
-  core_start("arenas:2," CAP_CONF ",oom_report:off,quiet:true");
+  core_start("arenas:2,arena_spread:first," CAP_CONF ",oom_report:off,quiet:true");
   grower_t g[2] = {{.stream = test_stream(false)}, {.stream = test_stream(false)}};
   pthread_t t[2];
   capture_t c;
@@ -359,7 +359,7 @@ static void *rt_work(void *arg) {
 
 static void random_threads(int arenas) {
   char conf[96];
-  snprintf(conf, sizeof conf, "arenas:%d,sim_capacity_mb:2048", arenas);
+  snprintf(conf, sizeof conf, "arenas:%d,arena_spread:first,sim_capacity_mb:2048", arenas);
   core_start(conf);
   pthread_t t[RT_THREADS];
   rt_worker_t w[RT_THREADS];
@@ -401,7 +401,7 @@ Test(core_arenas, random_threads_and_streams_at_four_arenas) { random_threads(4)
  * kernel on it still writes is not handed out again (the reuse oracle
  * would see it; without the copy at arena 1's set-up it did). */
 Test(core_arenas, a_later_arena_fences_the_non_blocking_streams) {
-  core_start("arenas:2,sim_events:manual,legacy_queue:off");
+  core_start("arenas:2,arena_spread:first,sim_events:manual,legacy_queue:off");
   ca_stream_t s1 = test_stream(false), nb = test_stream(true);
   cr_assert_eq(ca_stream_created(nb, true), CUDA_SUCCESS);
   void *first = alloc_on(1 * MiB, s1);   /* arena 0 */
@@ -426,7 +426,7 @@ Test(core_arenas, random_threads_and_streams_at_one_arena) { random_threads(1); 
  * each of the sizes tried) leaves its streams to the ordinal's first, said
  * once; the allocation succeeds. */
 Test(core_arenas, an_arena_that_cannot_be_set_up_leaves_its_streams_to_the_first) {
-  core_start("arenas:2,sim_fail:reserve@2,sim_fail:reserve@3,sim_fail:reserve@4");
+  core_start("arenas:2,arena_spread:first,sim_fail:reserve@2,sim_fail:reserve@3,sim_fail:reserve@4");
   ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
   void *a = alloc_on(1 * MiB, s1);
   capture_t c;
@@ -448,7 +448,7 @@ Test(core_arenas, an_arena_that_cannot_be_set_up_leaves_its_streams_to_the_first
  * enabled (arenas 0 and 1) and those of an arena made after (arena 2). */
 Test(core_arenas, peer_access_reaches_every_arena) {
   SKIP_ON_CUDA("reads the simulated device's access records");
-  core_start("arenas:3,sim_devices:2");
+  core_start("arenas:3,arena_spread:first,sim_devices:2");
   ca_state.be->set_device(1);   /* the streams below are device 1's */
   ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
   void *a = alloc_on(3 * MiB, s1), *b = alloc_on(3 * MiB, s2);
@@ -475,7 +475,7 @@ static CUresult capture_discard_rc_reset(void) {
 /* A device reset tears every arena down, and the ordinal's charge with
  * them; both arenas serve again after it. */
 Test(core_arenas, a_device_reset_tears_down_every_arena) {
-  core_start("arenas:2,sim_events:auto");
+  core_start("arenas:2,arena_spread:first,sim_events:auto");
   ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
   alloc_on(5 * MiB, s1);
   alloc_on(7 * MiB, s2);   /* live at the reset: the program's memory goes with the device */
@@ -503,7 +503,7 @@ Test(core_arenas, a_device_reset_tears_down_every_arena) {
  * the fragmentation (1 - allocated peak / reserved peak) is never
  * negative. */
 Test(core_arenas, the_folded_peaks_never_pass_the_reserved_peak) {
-  core_start("arenas:2,sim_events:auto");
+  core_start("arenas:2,arena_spread:first,sim_events:auto");
   ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
   void *a = alloc_on(40 * MiB, s1);
   cr_assert_eq(arena_of(a)->arena, 0);
@@ -530,7 +530,7 @@ Test(core_arenas, the_folded_peaks_never_pass_the_reserved_peak) {
  * and the legacy stream, and a cudaFree'd block that a kernel on the 64th
  * still wrote was handed out again). */
 Test(core_arenas, a_later_arena_knows_the_streams_overflowed) {
-  core_start("arenas:2,sim_events:manual,legacy_queue:off");
+  core_start("arenas:2,arena_spread:first,sim_events:manual,legacy_queue:off");
   ca_stream_t s1 = test_stream(false), nb[CA_MAX_FENCE_EVENTS];
   void *first = alloc_on(1 * MiB, s1);   /* arena 0 */
   capture_t c;
@@ -564,7 +564,7 @@ Test(core_arenas, a_later_arena_knows_the_streams_overflowed) {
  * arena allocates (arena 1's 40 MiB), not the stale sum (50 MiB, above the
  * 40 MiB reserved: a cached figure below zero). */
 Test(core_arenas, an_out_of_memory_report_counts_the_siblings_now) {
-  core_start("arenas:2," CAP_CONF ",sim_events:auto,oom_report:off");   /* the report on stderr */
+  core_start("arenas:2,arena_spread:first," CAP_CONF ",sim_events:auto,oom_report:off");   /* the report on stderr */
   ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
   void *keep = alloc_on(10 * MiB, s1);
   cr_assert_eq(arena_of(keep)->arena, 0);
@@ -597,7 +597,7 @@ Test(core_arenas, an_out_of_memory_report_counts_the_siblings_now) {
  * the usual 120), not "one abnormal batch" (130 MiB against arena 1's own
  * usual 60: 2.2x). */
 Test(core_arenas, the_usual_step_peak_is_the_ordinals) {
-  core_start("arenas:2,sim_capacity_mb:128,sim_events:auto,oom_report:off");
+  core_start("arenas:2,arena_spread:first,sim_capacity_mb:128,sim_events:auto,oom_report:off");
   ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
   void *a = alloc_on(60 * MiB, s1), *b = alloc_on(60 * MiB, s2);
   cr_assert_neq(arena_of(a), arena_of(b));
@@ -646,7 +646,7 @@ static uint64_t hits_after_moving_arena(const char *conf) {
 Test(core_arenas, a_cache_full_of_another_arenas_blocks_is_trimmed) {
   uint64_t one = hits_after_moving_arena("arenas:1");
   core_fini();
-  uint64_t two = hits_after_moving_arena("arenas:2");
+  uint64_t two = hits_after_moving_arena("arenas:2,arena_spread:first");
   cr_log_info("hits on the second stream: %llu at arenas:1, %llu at arenas:2", (unsigned long long)one,
               (unsigned long long)two);
   cr_assert_gt(one, 0, "at arenas:1 the trim makes room (%llu hits)", (unsigned long long)one);
@@ -656,7 +656,7 @@ Test(core_arenas, a_cache_full_of_another_arenas_blocks_is_trimmed) {
 
 Test(core_arenas, a_trim_of_its_own_arena_only_is_caught) {
   ca_debug.tcache_trim_own_arena_only = true;
-  uint64_t two = hits_after_moving_arena("arenas:2");
+  uint64_t two = hits_after_moving_arena("arenas:2,arena_spread:first");
   cr_assert_eq(two, 0, "the planted fault leaves the cache full of arena 0's blocks (%llu hits)",
                (unsigned long long)two);
 }

@@ -40,3 +40,32 @@ Test(replay_economy, every_shared_snapshot_within_the_bounds) {
   }
   cr_assert_eq(ca_sim_oracle_violations(), 0, "the reuse oracle: %s", ca_sim_oracle_report(0));
 }
+
+/* The ten-stream snapshot, replayed by one thread at arenas:4: one arena's
+ * economy (1.013 at arenas:1; arena_spread:contended keeps a thread in the
+ * first arena until it contends), where spreading its streams over the
+ * arenas at first sight reserves 1.24 x its peak live bytes. */
+static double ten_streams_reserved_over_live(const char *conf) {
+  char path[1024];
+  ca_trace_t t;
+  shared_path(path, sizeof path, "select-n-llama7b-10streams.pickle");
+  import_ok(path, &t);
+  ca_replay_opts_t o = {.device = 0, .expandable = true, .capacity = ca_replay_ample_capacity(&t, 0), .conf = conf};
+  ca_replay_result_t r;
+  char err[256];
+  cr_assert_eq(ca_replay_run(&t, &o, &r, err, sizeof err), 0, "%s", err);
+  double ratio = (double)r.stats.reserved_bytes.peak / (double)t.origin[0].peak_live;
+  ca_trace_dispose(&t);
+  return ratio;
+}
+
+Test(replay_economy, the_ten_stream_snapshot_at_four_arenas_keeps_one_arenas_economy) {
+  double ratio = ten_streams_reserved_over_live(",arenas:4");
+  cr_log_info("arenas:4: peak reserved %.4f x peak live", ratio);
+  cr_assert_leq(ratio, 1.02, "peak reserved %.4f x peak live", ratio);
+}
+
+Test(replay_economy, spreading_the_snapshots_streams_at_first_sight_is_caught) {
+  double ratio = ten_streams_reserved_over_live(",arenas:4,arena_spread:first");
+  cr_assert_gt(ratio, 1.02, "peak reserved %.4f x peak live", ratio);
+}
