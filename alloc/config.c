@@ -99,12 +99,12 @@ static const conf_key_t keys[] = {
   {"thread_cache_large_mb", KEY_UINT, FIELD(thread_cache_large_mb), 0, 1 << 20, 0, 0, NULL,
    "bytes (MiB) each thread may hold of blocks above 64 KiB and up to 8 MiB that it freed on a stream, in the same cache (0 = off)"},
   {"arenas", KEY_UINT, FIELD(arenas), 1, CA_MAX_ARENAS, 0, 0, NULL,
-   "arenas per device: each (thread, stream) allocates from one, assigned round-robin at its first allocation, "
-   "with its own lock, pools and queues; the device's cap covers them all (1 = one arena)"},
+   "arenas per device, each with its own lock, pools and queues (arena_spread says which one a thread's "
+   "allocation goes to); the device's cap covers them all (1 = one arena)"},
   {"arena_spread", KEY_CHOICE, FIELD(arena_spread), 0, 0, 0, 0, "contended|first",
    "with arenas above 1: a thread allocates from the first arena until its takes of the device lock keep finding "
-   "it held, then its streams go round-robin to the others (contended); or every (thread, stream) round-robin "
-   "over all of them from its first allocation (first)"},
+   "it held, then moves to the next arena in turn, all its streams with it (contended); or every (thread, stream) "
+   "round-robin over them from its first allocation (first)"},
   {"quiet", KEY_BOOL, FIELD(quiet), 0, 1, 0, 0, NULL,
    "no summary on stderr at exit"},
   {"summary", KEY_CHOICE, FIELD(summary), 0, 0, 0, 0, "all|rank0",
