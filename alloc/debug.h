@@ -44,6 +44,7 @@ typedef struct ca_debug_s {
   bool tcache_no_trim;          /* a front cache full of blocks nobody takes stays full */
   bool tcache_trim_own_arena_only; /* a trim leaves the thread's blocks of other arenas cached (arenas:N) */
   bool tcache_ignore_fit;       /* a large front-cache hit takes a block of its class smaller than the request */
+  bool tcache_near_any;         /* a small front-cache miss takes a block of any larger class, not only an eighth above */
   bool capture_leaves_calm;     /* a capture's start leaves the calm word calm (the inline tries go on) */
   bool trace_leaves_calm;       /* the event log's start leaves the calm word calm (the inline tries go on) */
   bool tcache_none_is_a_cache;  /* a thread without a front cache takes the shared empty one for its own */

@@ -339,6 +339,26 @@ static tc_list_t *any_stream(ca_tcache_t *c, int dev, unsigned cls) {
   return NULL;
 }
 
+/* A small request's take from l when its own class has none of its site's:
+ * the first block of the next classes whose size is at most an eighth
+ * above its class's (the large classes' measure: they hold blocks of
+ * several sizes). A stream's cache holds a few blocks of sizes that vary;
+ * exact classes found one of them for a request of a size near it only by
+ * chance, and the GPU-like pair's small requests went to the core (the
+ * core splits; a cached block cannot be cut without the device lock).
+ * What a hit hands out beyond its request is the block's, counted where
+ * the core counts it (allocated bytes). Classes under 4 KiB have no
+ * neighbour that close: nothing to look at. Out of line: a miss. */
+static __attribute__((noinline)) ca_block_t *take_near(tc_list_t *l, unsigned cls, void *site) {
+  size_t own = (size_t)(cls + 1) * CA_MIN_BLOCK;
+  unsigned top = (unsigned)((own + own / CA_TCACHE_NEAR_DIV) / CA_MIN_BLOCK);   /* classes below top fit */
+  if (top > CA_TCACHE_SMALL_CLASSES || CA_DEBUG(tcache_near_any)) top = CA_TCACHE_SMALL_CLASSES;
+  ca_block_t *b = NULL;
+  for (unsigned k = cls + 1; !b && k < top; k++)
+    if (l->head[k]) b = take_at(l, k, site, 0);
+  return b;
+}
+
 /* A large request's take from l: a block of its class that fits (the
  * class holds blocks of several sizes), else any of the next class (all
  * larger than the request, by at most two eighths of an octave). */
@@ -377,6 +397,7 @@ HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t 
                                     : list_of(c, stream, dev, false, ca_streamdev_is_default(stream) ? 0 : gen);
   }
   ca_block_t *b = !l ? NULL : large ? take_large(l, cls, size, site) : take_at(l, cls, site, 0);
+  if (!b && !fast && l && !large && cls >= CA_TCACHE_NEAR_FROM && l->blocks) b = take_near(l, cls, site);
   if (!b) {
     if (l && !large && l->head[cls]) c->refused += size;   /* blocks of the class from other sites: a trim's business too */
     unhold(c);
@@ -433,7 +454,8 @@ ca_tcache_try_t ca_tcache_hit_inline(int dev, void **ptr, size_t size, ca_stream
   ca_tcache_t *c = me();
   bool slow = false;
   ca_block_t *b = tcache_malloc(c, dev, size, stream, site, false, true, &slow);
-  if (!b) return slow ? CA_TCACHE_FULL : CA_TCACHE_CORE;
+  /* a miss that a larger class may serve: the full try's (take_near, a call) */
+  if (!b) return slow || size > CA_TCACHE_NEAR_FROM * CA_MIN_BLOCK ? CA_TCACHE_FULL : CA_TCACHE_CORE;
   handed_out(c, b, ptr, size, caller);
   return CA_TCACHE_DONE;
 }

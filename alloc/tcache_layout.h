@@ -31,6 +31,11 @@ _Static_assert(CA_TCACHE_MAX_SIZE == 1u << 16, "class_of_large counts octaves fr
 #define CA_TCACHE_CLASSES (CA_TCACHE_SMALL_CLASSES + CA_TCACHE_LARGE_CLASSES)
 #define CA_TCACHE_STREAMS_LOG2 7   /* (stream, device) entries per thread: 128, 2-way */
 #define CA_TCACHE_STREAMS (1 << CA_TCACHE_STREAMS_LOG2)
+/* A small miss may take a block of a larger class, up to 1/CA_TCACHE_NEAR_DIV
+ * above its own class's size (tcache.c, take_near): from the class where
+ * that is a class away (4 KiB). */
+#define CA_TCACHE_NEAR_DIV 8
+#define CA_TCACHE_NEAR_FROM (CA_TCACHE_NEAR_DIV - 1)
 #define CA_TCACHE_SITE_LOOK 4   /* cached blocks of a list a hit looks at for its call site */
 #define CA_TCACHE_HELD_LOG2 10   /* sets of the blocks held, of CA_TCACHE_HELD_WAYS */
 #define CA_TCACHE_HELD (1 << CA_TCACHE_HELD_LOG2)
