@@ -205,6 +205,16 @@ static __attribute__((noinline)) CUresult malloc_full(int dev, void **ptr, size_
   return malloc_core(dev, ptr, size, stream, kind, site, caller);
 }
 
+/* The front cache's NEAR answer: its try again, with the larger classes. */
+static __attribute__((noinline)) CUresult malloc_near(int dev, void **ptr, size_t size, ca_stream_t stream,
+                                                      ca_alloc_kind_t kind, void *caller, const char *cfa,
+                                                      void *site) {
+  ca_tcache_try_t t = ca_tcache_hit_near(dev, ptr, size, stream, site, caller);
+  if (t == CA_TCACHE_DONE) return CUDA_SUCCESS;
+  if (t == CA_TCACHE_CORE) return malloc_core(dev, ptr, size, ca_legacyq_over_stream(true, stream), kind, site, caller);
+  return malloc_full(dev, ptr, size, stream, kind, caller, cfa, site);
+}
+
 /* Every allocation's front, inlined into each entry point (ca_malloc,
  * ca_malloc_on, ca_entry_malloc), so that none calls another on the way
  * to a hit: calm, good arguments, a stack the memo knows and the front
@@ -219,6 +229,7 @@ static inline __attribute__((always_inline)) CUresult malloc_front(int dev, void
     ca_tcache_try_t t = ca_tcache_hit_inline(dev, ptr, size, stream, site, caller);   /* NULL: the legacy stream */
     if (t == CA_TCACHE_DONE) return CUDA_SUCCESS;
     if (t == CA_TCACHE_CORE) return malloc_core(dev, ptr, size, ca_legacyq_over_stream(true, stream), kind, site, caller);
+    if (t == CA_TCACHE_NEAR) return malloc_near(dev, ptr, size, stream, kind, caller, cfa, site);
   }
   return malloc_full(dev, ptr, size, stream, kind, caller, cfa, site);
 }

@@ -64,6 +64,7 @@ typedef struct ca_debug_s {
   bool arena_no_fold;           /* an ordinal's stats and free memory are its arena 0's alone (arena.c) */
   uint64_t tcache_hits;         /* front-cache hits (a tally, not a switch) */
   uint64_t stackwalk_memo_hits; /* stacks a thread's memo answered (a tally, not a switch) */
+  uint64_t tcache_near_tries;   /* the inline try's misses sent to the near try (a tally, not a switch) */
   uint64_t queue_visits;        /* queues a seal or a poll looked at (a tally, not a switch) */
 } ca_debug_t;
 extern ca_debug_t ca_debug;

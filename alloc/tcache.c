@@ -376,7 +376,7 @@ static __attribute__((noinline)) ca_block_t *take_large(tc_list_t *l, unsigned c
  * fronts' inline try, tcache.h); what would need one sets *slow instead,
  * before anything changed, for the full try to answer. */
 HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t stream, void *site, bool large,
-                              bool fast, bool *slow) {
+                              bool fast, bool near, bool *slow) {
   if (!(fast || (has_cache(c) && usable()))) return NULL;
   stream = ca_stream_normal(stream);
   unsigned cls = 0;
@@ -397,9 +397,11 @@ HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t 
                                     : list_of(c, stream, dev, false, ca_streamdev_is_default(stream) ? 0 : gen);
   }
   ca_block_t *b = !l ? NULL : large ? take_large(l, cls, size, site) : take_at(l, cls, site, 0);
-  if (!b && !fast && l && !large && cls >= CA_TCACHE_NEAR_FROM && l->blocks) b = take_near(l, cls, site);
+  if (!b && near && l && !large && cls >= CA_TCACHE_NEAR_FROM && l->blocks) b = take_near(l, cls, site);
   if (!b) {
-    if (l && !large && l->head[cls]) c->refused += size;   /* blocks of the class from other sites: a trim's business too */
+    /* blocks of the class from other sites: a trim's business too (the
+     * near try's miss was counted by the inline try before it) */
+    if (l && !large && l->head[cls] && !(fast && near)) c->refused += size;
     unhold(c);
     return NULL;
   }
@@ -422,7 +424,7 @@ HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t 
 
 static __attribute__((noinline)) ca_block_t *tcache_malloc_large(ca_tcache_t *c, int dev, size_t size,
                                                                   ca_stream_t stream, void *site) {
-  return tcache_malloc(c, dev, size, stream, site, true, false, NULL);
+  return tcache_malloc(c, dev, size, stream, site, true, false, false, NULL);
 }
 
 /* thread_cache_large_mb's blocks (tested before any call: while they are
@@ -441,7 +443,7 @@ HOT void handed_out(ca_tcache_t *c, ca_block_t *b, void **ptr, size_t size, void
 
 bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller) {
   ca_tcache_t *c = me();   /* once: in the shared library each access is a __tls_get_addr call */
-  ca_block_t *b = size <= CA_TCACHE_MAX_SIZE ? tcache_malloc(c, dev, size, stream, site, false, false, NULL)
+  ca_block_t *b = size <= CA_TCACHE_MAX_SIZE ? tcache_malloc(c, dev, size, stream, site, false, false, true, NULL)
                   : cacheable_large(size)    ? tcache_malloc_large(c, dev, size, stream, site)
                                              : NULL;
   if (!b) return false;
@@ -453,9 +455,18 @@ ca_tcache_try_t ca_tcache_hit_inline(int dev, void **ptr, size_t size, ca_stream
   if (size > CA_TCACHE_MAX_SIZE) return cacheable_large(size) ? CA_TCACHE_FULL : CA_TCACHE_CORE;
   ca_tcache_t *c = me();
   bool slow = false;
-  ca_block_t *b = tcache_malloc(c, dev, size, stream, site, false, true, &slow);
-  /* a miss that a larger class may serve: the full try's (take_near, a call) */
-  if (!b) return slow || size > CA_TCACHE_NEAR_FROM * CA_MIN_BLOCK ? CA_TCACHE_FULL : CA_TCACHE_CORE;
+  ca_block_t *b = tcache_malloc(c, dev, size, stream, site, false, true, false, &slow);
+  if (!b) return slow ? CA_TCACHE_FULL : size > CA_TCACHE_NEAR_FROM * CA_MIN_BLOCK ? CA_TCACHE_NEAR : CA_TCACHE_CORE;
+  handed_out(c, b, ptr, size, caller);
+  return CA_TCACHE_DONE;
+}
+
+ca_tcache_try_t ca_tcache_hit_near(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller) {
+  CA_DEBUG_TALLY(tcache_near_tries);
+  ca_tcache_t *c = me();
+  bool slow = false;
+  ca_block_t *b = tcache_malloc(c, dev, size, stream, site, false, true, true, &slow);
+  if (!b) return slow ? CA_TCACHE_FULL : CA_TCACHE_CORE;
   handed_out(c, b, ptr, size, caller);
   return CA_TCACHE_DONE;
 }

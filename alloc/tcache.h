@@ -64,8 +64,12 @@ bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *s
  * thread's lock claimed, a large request), nothing changed: ask the full
  * try. Called only while calm (calm.h), which a capture, the event log and
  * the exit stir: the tries test none of them. */
-typedef enum { CA_TCACHE_DONE, CA_TCACHE_CORE, CA_TCACHE_FULL } ca_tcache_try_t;
+typedef enum { CA_TCACHE_DONE, CA_TCACHE_CORE, CA_TCACHE_FULL, CA_TCACHE_NEAR } ca_tcache_try_t;
 ca_tcache_try_t ca_tcache_hit_inline(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller);
+/* NEAR, the hit's other answer: a miss of its own size class that a block
+ * of a larger one may serve (tcache.c's take_near, a call the inline try
+ * leaves out): the same try with it, out of line; DONE, CORE or FULL. */
+ca_tcache_try_t ca_tcache_hit_near(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller);
 ca_tcache_try_t ca_tcache_give_inline(void *ptr, ca_stream_t stream);
 /* The core handed b out for a stream-ordered request on stream (d locked):
  * true when the thread will remember it, so that its free can be a hit;

@@ -24,18 +24,45 @@ static __attribute__((noinline)) void *alloc_elsewhere(size_t size, ca_stream_t 
   return p;
 }
 
+#define ROUNDS 5      /* the stack memo knows a stack by then (test_core_tcache_inline.c) */
+
+/* r, as the compiler cannot know it to be: no test of the round is then
+ * threaded through the request, which stays one call site. */
+static int opaque(int r) {
+  __asm__ volatile("" : "+r"(r));
+  return r;
+}
+static uint64_t near_tries;   /* the last request's: whether it went through the near try */
+
 /* A block of `cached` bytes freed on s into the cache, then a request of
- * `asked` bytes on s: whether it got that block. near_any plants the fault. */
-static bool asked_gets_cached(size_t cached, size_t asked, bool near_any) {
-  core_start("track:caller,sim_events:auto");
+ * `asked` bytes on s: whether it got that block. near_any plants the fault.
+ * track:caller takes the front's full try (malloc_full); the default
+ * tracking, stacks the thread's memo knows, the inline try and its NEAR
+ * answer (malloc_near, alloc.c). */
+
+static bool gets_cached(const char *conf, size_t cached, size_t asked, bool near_any) {
+  core_start(conf);
   ca_debug.tcache_near_any = near_any;
   ca_stream_t s = new_stream();
-  void *p = alloc_on(cached, s);
-  free_on(p, s);
-  cr_assert_eq(cached_bytes(), (int64_t)cached, "the block is in the thread's cache");
-  uint64_t hits = ca_debug.tcache_hits;
-  int64_t core = dev0()->stats.num_allocs.total;
-  void *q = alloc_on(asked, s);
+  /* every request from one stack, so that the call site of the block and
+   * of the last request is the same under every tracking (a hit needs it),
+   * and the thread's stack memo knows it by the last round */
+  void *got[ROUNDS];
+  const size_t size[2] = {cached, asked};
+  uint64_t hits = 0;
+  int64_t core = 0;
+  for (int r = 0; r < ROUNDS; r++) {
+    if (r) free_on(got[r - 1], s);
+    if (opaque(r) == ROUNDS - 1) {
+      cr_assert_eq(cached_bytes(), (int64_t)cached, "the block is in the thread's cache");
+      hits = ca_debug.tcache_hits;
+      core = dev0()->stats.num_allocs.total;
+      near_tries = ca_debug.tcache_near_tries;
+    }
+    got[r] = alloc_on(size[opaque(r) == ROUNDS - 1], s);   /* a load, not a branch: one call */
+  }
+  void *p = got[ROUNDS - 2], *q = got[ROUNDS - 1];
+  near_tries = ca_debug.tcache_near_tries - near_tries;
   bool took = q == p;
   cr_assert_eq(ca_debug.tcache_hits - hits, took ? 1u : 0u, "a hit exactly when it got the cached block");
   cr_assert_eq(dev0()->stats.num_allocs.total, core + (took ? 0 : 1), "the core served the miss alone");
@@ -57,9 +84,35 @@ static bool asked_gets_cached(size_t cached, size_t asked, bool near_any) {
   return took;
 }
 
+static bool asked_gets_cached(size_t cached, size_t asked, bool near_any) {
+  bool took = gets_cached("track:caller,sim_events:auto", cached, asked, near_any);
+  cr_assert_eq(near_tries, 0, "the full try answered, not the near one");
+  return took;
+}
+
+/* The default tracking: the last request's stack is the earlier rounds',
+ * which the thread's memo knows by then, so the inline try runs. */
+static bool asked_inline_gets_cached(size_t cached, size_t asked, bool near_any) {
+  bool took = gets_cached("sim_events:auto", cached, asked, near_any);
+  cr_assert_eq(near_tries, 1, "the inline try sent the miss to the near try");
+  return took;
+}
+
 /* 37 KiB's class is 37 KiB; 40 KiB is within an eighth above it (41.6 KiB). */
 Test(core_tcache_near, a_miss_takes_a_block_up_to_an_eighth_larger) {
   cr_assert(asked_gets_cached(40 * KiB, 37 * KiB, false));
+}
+
+Test(core_tcache_near, the_inline_try_sends_such_a_miss_to_the_near_try) {
+  cr_assert(asked_inline_gets_cached(40 * KiB, 37 * KiB, false));
+}
+
+Test(core_tcache_near, the_near_try_keeps_the_bound) {
+  cr_assert_not(asked_inline_gets_cached(48 * KiB, 37 * KiB, false));
+}
+
+Test(core_tcache_near, the_near_try_without_the_bound_takes_a_far_larger_block) {
+  cr_assert(asked_inline_gets_cached(48 * KiB, 37 * KiB, true), "the planted fault must be visible");
 }
 
 Test(core_tcache_near, its_bound_is_an_eighth_of_the_class) {
