@@ -456,7 +456,10 @@ ca_tcache_try_t ca_tcache_hit_inline(int dev, void **ptr, size_t size, ca_stream
   ca_tcache_t *c = me();
   bool slow = false;
   ca_block_t *b = tcache_malloc(c, dev, size, stream, site, false, true, false, &slow);
-  if (!b) return slow ? CA_TCACHE_FULL : size > CA_TCACHE_NEAR_FROM * CA_MIN_BLOCK ? CA_TCACHE_NEAR : CA_TCACHE_CORE;
+  if (!b) {   /* NEAR: a class above may hold one (the list the try looked at, its last, holds some) */
+    if (slow) return CA_TCACHE_FULL;
+    return size > CA_TCACHE_NEAR_FROM * CA_MIN_BLOCK && last_list(c)->blocks ? CA_TCACHE_NEAR : CA_TCACHE_CORE;
+  }
   handed_out(c, b, ptr, size, caller);
   return CA_TCACHE_DONE;
 }
