@@ -451,27 +451,32 @@ bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *s
   return true;
 }
 
-ca_tcache_try_t ca_tcache_hit_inline(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller) {
-  if (size > CA_TCACHE_MAX_SIZE) return cacheable_large(size) ? CA_TCACHE_FULL : CA_TCACHE_CORE;
+/* The inline try (near false) and the near try: a hit handed out, or what
+ * the miss leaves to whom. The inline one's miss goes to the near try when
+ * a class above may hold a block (the list it looked at, its last, holds
+ * some, and the request is of a class that has near ones). */
+HOT ca_tcache_try_t small_try(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller,
+                              bool near) {
   ca_tcache_t *c = me();
   bool slow = false;
-  ca_block_t *b = tcache_malloc(c, dev, size, stream, site, false, true, false, &slow);
-  if (!b) {   /* NEAR: a class above may hold one (the list the try looked at, its last, holds some) */
+  ca_block_t *b = tcache_malloc(c, dev, size, stream, site, false, true, near, &slow);
+  if (!b) {
     if (slow) return CA_TCACHE_FULL;
-    return size > CA_TCACHE_NEAR_FROM * CA_MIN_BLOCK && last_list(c)->blocks ? CA_TCACHE_NEAR : CA_TCACHE_CORE;
+    bool may_near = !near && size > CA_TCACHE_NEAR_FROM * CA_MIN_BLOCK && last_list(c)->blocks;
+    return may_near ? CA_TCACHE_NEAR : CA_TCACHE_CORE;
   }
   handed_out(c, b, ptr, size, caller);
   return CA_TCACHE_DONE;
 }
 
+ca_tcache_try_t ca_tcache_hit_inline(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller) {
+  if (size > CA_TCACHE_MAX_SIZE) return cacheable_large(size) ? CA_TCACHE_FULL : CA_TCACHE_CORE;
+  return small_try(dev, ptr, size, stream, site, caller, false);
+}
+
 ca_tcache_try_t ca_tcache_hit_near(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller) {
   CA_DEBUG_TALLY(tcache_near_tries);
-  ca_tcache_t *c = me();
-  bool slow = false;
-  ca_block_t *b = tcache_malloc(c, dev, size, stream, site, false, true, true, &slow);
-  if (!b) return slow ? CA_TCACHE_FULL : CA_TCACHE_CORE;
-  handed_out(c, b, ptr, size, caller);
-  return CA_TCACHE_DONE;
+  return small_try(dev, ptr, size, stream, site, caller, true);
 }
 
 /* ca_tcache_claim once the block may be cached (apart: the refusals, the
