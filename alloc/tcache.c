@@ -343,9 +343,9 @@ static tc_list_t *any_stream(ca_tcache_t *c, int dev, unsigned cls) {
  * the first block of the next classes whose size is at most an eighth
  * above its class's (the large classes' measure: they hold blocks of
  * several sizes). A stream's cache holds a few blocks of sizes that vary;
- * exact classes found one of them for a request of a size near it only by
- * chance, and the GPU-like pair's small requests went to the core (the
- * core splits; a cached block cannot be cut without the device lock).
+ * with exact classes a request of a size near one of them went to the core
+ * (the core splits; a cached block cannot be cut without the device lock):
+ * 28% of the GPU-like sequence's small requests, 4% with near classes.
  * What a hit hands out beyond its request is the block's, counted where
  * the core counts it (allocated bytes). Classes under 4 KiB have no
  * neighbour that close: nothing to look at. Out of line: a miss. */
