@@ -29,6 +29,22 @@ static inline ca_stream_t new_stream(void) {
   return s;
 }
 
+/* The size of the live block at p, as the core holds it. */
+static inline size_t block_size(void *p) {
+  ca_block_t *b = ca_ptrmap_get(&dev0()->live, (uintptr_t)p);
+  cr_assert_not_null(b);
+  return b->size;
+}
+
+/* r, as the compiler cannot know it to be: no test of the round is then
+ * threaded through a request made in a loop, which stays one call site (a
+ * copy of the call for the last round would be another stack, and another
+ * site). */
+static inline int opaque(int r) {
+  __asm__ volatile("" : "+r"(r));
+  return r;
+}
+
 /* Bytes the front caches hold: LIVE to the core, freed to the program. */
 static inline int64_t cached_bytes(void) {
   return dev0()->stats.allocated_bytes.current - stats0().allocated_bytes.current;

@@ -34,14 +34,6 @@ typedef struct {
 
 static void no_hook(void) {}
 
-/* r, as the compiler cannot know it to be: no test of the round is then
- * threaded through the request, which stays one call site (a copy of the
- * call for the last round would be another stack, and another site). */
-static int opaque(int r) {
-  __asm__ volatile("" : "+r"(r));
-  return r;
-}
-
 /* n requests of size on s from one stack, each but the last freed at once
  * on s: the last one's answer, *p, and whether it was a front-cache hit.
  * The memo must have answered the last one (else the inline try did not

@@ -16,12 +16,6 @@ TestSuite(core_tcache_large, .init = sim_only, .fini = tcache_fini);
 /* (896 KiB, 1 MiB] is one class, (1 MiB, 1.125 MiB] the next. */
 #define TOP (1 * MiB)
 
-static size_t block_size(void *p) {
-  ca_block_t *b = ca_ptrmap_get(&dev0()->live, (uintptr_t)p);
-  cr_assert_not_null(b);
-  return b->size;
-}
-
 Test(core_tcache_large, off_by_default) {
   core_start("track:caller,sim_events:auto");
   ca_stream_t s = new_stream();

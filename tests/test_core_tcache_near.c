@@ -11,12 +11,6 @@ TestSuite(core_tcache_near, .init = sim_only, .fini = tcache_fini);
 
 #define KiB (1u << 10)
 
-static size_t block_size(void *p) {
-  ca_block_t *b = ca_ptrmap_get(&dev0()->live, (uintptr_t)p);
-  cr_assert_not_null(b);
-  return b->size;
-}
-
 /* Another call site than alloc_on's. */
 static __attribute__((noinline)) void *alloc_elsewhere(size_t size, ca_stream_t s) {
   void *p = NULL;
@@ -26,12 +20,6 @@ static __attribute__((noinline)) void *alloc_elsewhere(size_t size, ca_stream_t 
 
 #define ROUNDS 5      /* the stack memo knows a stack by then (test_core_tcache_inline.c) */
 
-/* r, as the compiler cannot know it to be: no test of the round is then
- * threaded through the request, which stays one call site. */
-static int opaque(int r) {
-  __asm__ volatile("" : "+r"(r));
-  return r;
-}
 static uint64_t near_tries;   /* the last request's: whether it went through the near try */
 
 /* A block of `cached` bytes freed on s into the cache, then a request of
@@ -39,7 +27,6 @@ static uint64_t near_tries;   /* the last request's: whether it went through the
  * track:caller takes the front's full try (malloc_full); the default
  * tracking, stacks the thread's memo knows, the inline try and its NEAR
  * answer (malloc_near, alloc.c). */
-
 static bool gets_cached(const char *conf, size_t cached, size_t asked, bool near_any) {
   core_start(conf);
   ca_debug.tcache_near_any = near_any;
