@@ -253,7 +253,11 @@ CUresult ca_stream_created(ca_stream_t stream, bool nonblocking) {
       ca_device_t *a = ca_arena_at(dev, k);
       if (!a) continue;
       ca_devlock_take(&a->lock);
-      ca_stream_register_on(a, stream);
+      /* Only a ready one: an arena made but not set up yet copies the
+       * registry once ready, and a destruction skips it till then (it
+       * visits ready devices), so that a stream registered here would
+       * outlive its destruction there and fail every epoch fence. */
+      if (a->ready) ca_stream_register_on(a, stream);
       ca_devlock_release(&a->lock);
     }
   } else {

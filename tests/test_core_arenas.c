@@ -419,6 +419,44 @@ Test(core_arenas, a_later_arena_fences_the_non_blocking_streams) {
   cr_assert_eq(cudalloc_free_sync(first), cudaSuccess);
   CHECKED();
 }
+/* A non-blocking stream created and destroyed while arena 1 is made but
+ * not set up yet (device.c's device_get_slow between its two halves: the
+ * struct published, its set-up waiting for a lock): the destruction skips
+ * an arena that is not ready, so the creation must not register the
+ * stream there either; arena 1 then copies the registry, which no longer
+ * names it. Before the fix the creation registered it on the half-made
+ * arena, whose every cudaFree fence then failed to record on the dead
+ * stream: the freed block never came back (random_threads_and_streams_at_
+ * four_arenas saw it, 1 run in 10 to 30, once arena 1's set-up waited for
+ * arena 0's lock). */
+Test(core_arenas, a_stream_destroyed_while_an_arena_is_made_is_not_fenced_there) {
+  core_start("arenas:2,arena_spread:first,legacy_queue:off");
+  ca_stream_t s1 = test_stream(false);
+  void *first = alloc_on(1 * MiB, s1);   /* arena 0 */
+  ca_device_t *half = calloc(1, sizeof *half);
+  cr_assert_not_null(half);
+  ca_devlock_init(&half->lock);
+  half->ordinal = 0;
+  half->arena = 1;
+  half->slot = CA_MAX_DEVICES;
+  __atomic_store_n(&ca_state.devices[CA_MAX_DEVICES], half, __ATOMIC_RELEASE);
+  ca_stream_t nb = test_stream(true);
+  cr_assert_eq(ca_stream_created(nb, true), CUDA_SUCCESS);
+  ca_stream_destroyed(nb);
+  cr_assert_eq(ca_sim_stream_destroy(nb), CUDA_SUCCESS);
+  ca_stream_t s2 = test_stream(false);
+  void *p = alloc_on(2 * MiB, s2);   /* arena 1, set up now */
+  cr_assert_eq(arena_of(p), half);
+  for (int i = 0; i < half->nnonblocking; i++)
+    cr_assert_neq(half->nonblocking[i], nb, "arena 1 fences a stream destroyed before it was set up");
+  cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
+  cr_assert_eq(cudalloc_empty_cache(), cudaSuccess);
+  cr_assert_eq(half->stats.reserved_bytes.current, 0, "cudaFree's fence on arena 1 never recorded: %lld bytes kept",
+               (long long)half->stats.reserved_bytes.current);
+  cr_assert_eq(cudalloc_free_sync(first), cudaSuccess);
+  CHECKED();
+}
+
 /* The same at arenas:1, the allocator as it was: the control. */
 Test(core_arenas, random_threads_and_streams_at_one_arena) { random_threads(1); }
 
