@@ -114,6 +114,7 @@ static inline void stat_rise(cudalloc_stat_t *s, int64_t by) {
 static void count_alloc(ca_device_t *d, ca_block_t *b) {
   stat_rise(&d->stats.allocated_bytes, (int64_t)b->size);
   stat_rise(&d->stats.requested_bytes, (int64_t)b->requested);
+  ca_arena_live(d, (int64_t)b->size, (int64_t)b->requested);
   ca_stat_tick(&d->stats.num_allocs);
   ca_stat_add(&d->stats.num_live_blocks, 1);
   ca_oom_on_alloc(d);

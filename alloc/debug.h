@@ -62,6 +62,7 @@ typedef struct ca_debug_s {
   bool arena_cap_per_arena;     /* each arena's growth is held to the whole limit alone, not the ordinal's sum (arena.c) */
   bool arena_no_sibling_trim;   /* a slow path short of memory leaves the sibling arenas' caches alone (alloc.c) */
   bool arena_no_fold;           /* an ordinal's stats and free memory are its arena 0's alone (arena.c) */
+  bool arena_lease_never_asks;  /* an arena's rise past its lease asks for none: the ordinal's peaks miss it (arena.h) */
   uint64_t tcache_hits;         /* front-cache hits (a tally, not a switch) */
   uint64_t stackwalk_memo_hits; /* stacks a thread's memo answered (a tally, not a switch) */
   uint64_t tcache_near_tries;   /* the inline try's misses sent to the near try (a tally, not a switch) */

@@ -132,6 +132,8 @@ static __attribute__((noinline)) CUresult device_get_slow(int slot, ca_device_t 
   CUresult rc = CUDA_SUCCESS;
   if (!__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) {
     ca_devlock_take(&d->lock);
+    /* Before it can allocate (arena.h); d's lock is let go meanwhile. */
+    if (!d->passthrough && !d->ready && d->arena) ca_arena_keep_live(d);
     if (d->passthrough) rc = CUDA_ERROR_NOT_SUPPORTED;
     else if (!d->ready && !(rc = device_setup(d)) && d->arena) {
       /* Ready first: a stream destroyed from now on visits this arena too. */
@@ -249,6 +251,7 @@ void ca_device_teardown(ca_device_t *d, bool call_backend) {
   d->nnonblocking = 0;
   d->nonblocking_overflow = false;
   ca_arena_refund(d, (size_t)d->stats.reserved_bytes.current);   /* what the driver kept is written off here too */
+  ca_arena_live(d, -d->stats.allocated_bytes.current, -d->stats.requested_bytes.current);
   cudalloc_stat_t *zero[] = {&d->stats.allocated_bytes, &d->stats.requested_bytes, &d->stats.reserved_bytes,
                              &d->stats.mapped_bytes, &d->stats.active_bytes, &d->stats.cached_bytes,
                              &d->stats.num_live_blocks, &d->stats.num_segments};

@@ -2,6 +2,7 @@
 #ifndef CUDALLOC_FENCE_H
 #define CUDALLOC_FENCE_H
 
+#include "arena.h"
 #include "streams.h"
 #include "types.h"
 
@@ -61,6 +62,7 @@ static inline void ca_queue_count_freed(ca_device_t *d, const ca_block_t *b, boo
   ca_assert(requested >= 0);
   if (requested < 0) __builtin_unreachable();   /* a size: so that the fall adds nothing to the total, untested */
   ca_stat_add(&d->stats.requested_bytes, -requested);   /* a front cache's drift may raise it */
+  ca_arena_live(d, -(int64_t)b->size, -requested);
   if (count_free) ca_stat_tick(&d->stats.num_frees);
   ca_stat_fall(&d->stats.num_live_blocks, 1);
 }

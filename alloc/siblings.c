@@ -8,6 +8,7 @@
 #include "pages.h"
 #include "stats.h"
 #include "tcache.h"
+#include "trace.h"
 
 // ----------------------------------------------------------------------------
 // Routing
@@ -102,6 +103,9 @@ static int route(ca_stream_t stream, int ordinal) {
 }
 
 ca_device_t *ca_siblings_route(ca_device_t *first, ca_stream_t stream) {
+  /* The event log orders an ordinal's events by one lock while it records:
+   * its replay's peaks are then the statistics' own (trace.h). */
+  if (ca_trace_on()) return first;
   int k = route(stream, first->ordinal);
   if (!k) return first;
   ca_device_t *d = ca_arena_at(first->ordinal, k);
@@ -183,7 +187,8 @@ static void add_stat(cudalloc_stat_t *to, const cudalloc_stat_t *s) {
 /* Sums: a current and a total are the ordinal's exactly; a peak is the sum
  * of the arenas' peaks, an upper bound of the ordinal's (the arenas need
  * not have peaked at once), but for reserved bytes, whose ordinal-wide
- * peak the charge keeps (arena.c). */
+ * peak the charge keeps, and allocated and requested bytes, whose peaks
+ * the ordinal's live counters keep (arena.c). */
 static void add_stats(cudalloc_stats_t *to, const cudalloc_stats_t *s) {
 #define CA_ADD(name, doc) add_stat(&to->name, &s->name);
   CUDALLOC_STAT_BYTES(CA_ADD)
@@ -203,6 +208,7 @@ void ca_siblings_stats(ca_device_t *first, cudalloc_stats_t *out) {
   if (ca_config.arenas == 1 || !first->ready || CA_DEBUG(arena_no_fold)) return;
   ca_arena_each_sibling(first, true, add_snapshot, out);
   out->reserved_bytes.peak = (int64_t)ca_arena_reserved_peak(first);
+  ca_arena_live_peaks(first->ordinal, &out->allocated_bytes.peak, &out->requested_bytes.peak);
   int64_t peak_reserved = out->reserved_bytes.peak;
   /* What is part of reserved memory at every moment never peaked above
    * it: the lower of the two bounds (arenas that peaked one after the

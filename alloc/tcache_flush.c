@@ -58,6 +58,7 @@ static void fold_into(ca_device_t *d, tc_counts_t *n) {
   ca_stat_add(&d->stats.num_allocs, h.hits);
   ca_stat_add(&d->stats.num_frees, h.frees);
   d->stats.requested_bytes.current += h.drift;
+  ca_arena_live(d, 0, h.drift);
   *n = (tc_counts_t){.bytes = h.bytes, .requested = h.requested, .blocks = h.blocks};
 }
 

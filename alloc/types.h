@@ -202,6 +202,7 @@ struct ca_device_s {
   int slot;                     /* arena * CA_MAX_DEVICES + ordinal: the per-arena arrays' index */
   bool ready;                   /* pools set up */
   bool passthrough;             /* cudalloc cannot serve it (no VMM, no reservation) */
+  bool live_leased;             /* its live bytes count in the ordinal's leases (arena.h), set under its lock */
   ca_device_props_t props;
   size_t page;                  /* granularity */
   size_t limit;                 /* cap on reserved bytes */
@@ -249,6 +250,22 @@ struct ca_device_s {
 /* Where ca_init stands (lifecycle.c moves it; ca_ready() reads it). */
 typedef enum { CA_INIT_NONE, CA_INIT_OK, CA_INIT_FAILED } ca_init_state_t;
 
+/* The ordinal's exact peaks of allocated and requested bytes (arena.c),
+ * kept once it has a second arena: [0] allocated, [1] requested. */
+typedef struct {
+  pthread_mutex_t lock;         /* leases move under it (zeroed: a default mutex) */
+  bool kept;                    /* set under it and arena 0's lock, before a sibling is ready */
+  int64_t peak[2];              /* the highest the sum over the arenas was (read atomically) */
+  int64_t leased[2];            /* the arenas' leases summed: never above peak */
+} __attribute__((aligned(64))) ca_live_t;
+/* An arena's live bytes, as its siblings may read them, and how far each
+ * may rise before the arena asks for more (arena.c's leases). A line of
+ * its own: only its arena writes the bytes; a lease changes rarely. */
+typedef struct {
+  int64_t bytes[2];
+  int64_t lease[2];
+} __attribute__((aligned(64))) ca_lease_t;
+
 typedef struct ca_state_s {
   const ca_backend_t *be;
   int ndevices;
@@ -256,6 +273,8 @@ typedef struct ca_state_s {
   size_t reserved[CA_MAX_DEVICES];      /* by ordinal: every arena's reserved bytes, against limit (arena.c) */
   size_t reserved_peak[CA_MAX_DEVICES]; /* by ordinal: the highest reserved was, since the last peak reset */
   unsigned next_arena[CA_MAX_DEVICES];  /* by ordinal: the round-robin of first sights (arena.c) */
+  ca_live_t live[CA_MAX_DEVICES];       /* by ordinal: exact peaks of allocated and requested bytes (arena.c) */
+  ca_lease_t leases[CA_MAX_SLOTS];      /* by slot: each arena's part in them */
   uint64_t peers[CA_MAX_DEVICES];       /* by ordinal: the devices given peer access (an arena made later takes them) */
   int captures;                 /* graph captures underway */
   bool exited;
