@@ -8,10 +8,12 @@
 # BENCH_SHORT=1: a short run for CI (bench_alloc --pairs 20000 --rounds 3,
 # 20 workload steps), well under a minute, so that the benchmarks cannot
 # rot; its figures are noisy. BENCH_ALLOC_ARGS replaces bench_alloc's
-# --pairs/--rounds. BENCH_ARENAS (default 2): the thread part again at
-# arenas:N, where threads that contend for the device lock move to arenas
-# of their own (arena_spread:contended; docs/benchmarks.md, "Arenas, eighth
-# session" and "Arenas by contention, tenth session"); 1 or empty: not run.
+# --pairs/--rounds. BENCH_ARENAS (default 1): the thread part again at
+# arenas:N, beside the default's two arenas, where threads that contend for
+# the device lock move to arenas of their own (arena_spread:contended;
+# docs/benchmarks.md, "Arenas, eighth session", "Arenas by contention, tenth
+# session", "Exact ordinal peaks at arenas:N, twelfth session"): at 1, the
+# allocator of one lock per device; 2 or empty: not run.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
@@ -37,8 +39,8 @@ status=0
   echo "\$ $BUILD/bench/bench_alloc --part threads $args"
   "$BUILD/bench/bench_alloc" --part threads $args || status=1
   echo
-  arenas=${BENCH_ARENAS-2}
-  if [ -n "$arenas" ] && [ "$arenas" != 1 ]; then
+  arenas=${BENCH_ARENAS-1}
+  if [ -n "$arenas" ] && [ "$arenas" != 2 ]; then
     echo "\$ $BUILD/bench/bench_alloc --part threads $args --conf ,arenas:$arenas"
     "$BUILD/bench/bench_alloc" --part threads $args --conf ",arenas:$arenas" || status=1
     echo

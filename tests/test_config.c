@@ -61,7 +61,7 @@ Test(config, defaults) {
   cr_assert_eq(cfg.track_depth, 6);
   cr_assert_eq(cfg.leak_exit_code, 0);
   cr_assert_eq(cfg.thread_cache_kb, 1024);
-  cr_assert_eq(cfg.arenas, 1);
+  cr_assert_eq(cfg.arenas, 2, "two arenas: threads that contend each take one (docs/configuration.md)");
   cr_assert_eq(cfg.thread_cache_large_mb, 0, "the front cache's large blocks are off (docs/benchmarks.md)");
   cr_assert_not(cfg.quiet);
   cr_assert_str_empty(cfg.report);
