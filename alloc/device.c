@@ -192,8 +192,12 @@ static inline __attribute__((always_inline)) ca_device_t *lock_if_holds(ca_devic
 
 ca_device_t *ca_device_lock_owner(uintptr_t p) {
   int n = ca_state.ndevices;
-  if (n == 1 && ca_config.arenas == 1)
-    return lock_if_holds(__atomic_load_n(&ca_state.devices[0], __ATOMIC_ACQUIRE), p);
+  if (n == 1) {   /* one device: its first arena, which holds every block of a one-thread program, first */
+    ca_device_t *d = lock_if_holds(__atomic_load_n(&ca_state.devices[0], __ATOMIC_ACQUIRE), p);
+    for (int k = 1; !d && k < (int)ca_config.arenas; k++)
+      d = lock_if_holds(__atomic_load_n(&ca_state.devices[k * CA_MAX_DEVICES], __ATOMIC_ACQUIRE), p);
+    return d;
+  }
   for (int k = 0; k < (int)ca_config.arenas; k++)
     for (int i = 0; i < n; i++) {
       ca_device_t *d = lock_if_holds(__atomic_load_n(&ca_state.devices[k * CA_MAX_DEVICES + i], __ATOMIC_ACQUIRE), p);
