@@ -2,8 +2,8 @@
  * exact (alloc/arena.h's leases), not the sum of its arenas' own peaks:
  * arenas that peak one after the other hold no more than one of them
  * did; arenas that hold memory at once add up; a reset starts from what
- * is live; two threads on two arenas, in lock step by barriers so that
- * every moment's sum is known, peak at the highest of those sums. The
+ * is live; two and three threads on as many arenas, in lock step by barriers
+ * so that every moment's sum is known, peak at the highest of those sums. The
  * planted fault arena_lease_never_asks (an arena's rise past its lease
  * asks for none, so the peaks miss it) is caught. */
 #include "core_testing.h"
@@ -87,11 +87,13 @@ Test(core_arena_peaks, a_rise_that_asks_no_lease_is_caught) {
 }
 
 // ----------------------------------------------------------------------------
-// Two threads in lock step
+// Threads in lock step
 // ----------------------------------------------------------------------------
 
 #define ROUNDS 200
+#define MAX_THREADS 3
 static pthread_barrier_t step;
+static int nthreads;
 static size_t size_of(int thread, int round) {   /* MiB multiples: no rounding */
   return (size_t)(1 + (round * 7 + thread * 13) % 17) * MiB;
 }
@@ -102,45 +104,60 @@ typedef struct {
   int arena;
 } lockstep_t;
 
-/* Each round: both allocate (thread 0 first, then thread 1), both free
- * (thread 0 first): the round's highest sum is its two sizes together. */
+/* Each round: the threads allocate one at a time in turn, then free one
+ * at a time in turn, each move between two barriers: every moment's sum is
+ * known, and the round's highest is all of its sizes together. */
 static void *lockstep(void *arg) {
   lockstep_t *w = arg;
   ca_state.be->set_device(0);
   for (int r = 0; r < ROUNDS; r++) {
     void *p = NULL;
-    if (w->id == 1) pthread_barrier_wait(&step);
-    if (cudalloc_malloc(&p, size_of(w->id, r), (cudaStream_t)w->stream)) return NULL;
-    ca_device_t *d = ca_device_lock_owner((uintptr_t)p);
-    w->arena = d->arena;
-    ca_devlock_release(&d->lock);
-    if (w->id == 0) pthread_barrier_wait(&step);
-    pthread_barrier_wait(&step);   /* both hold theirs */
-    if (w->id == 1) pthread_barrier_wait(&step);
-    cudalloc_free_sync(p);
-    if (w->id == 0) pthread_barrier_wait(&step);
-    pthread_barrier_wait(&step);   /* both freed */
+    for (int t = 0; t < nthreads; t++) {
+      pthread_barrier_wait(&step);
+      if (t != w->id) continue;
+      if (cudalloc_malloc(&p, size_of(w->id, r), (cudaStream_t)w->stream)) p = NULL;
+      ca_device_t *d = p ? ca_device_lock_owner((uintptr_t)p) : NULL;
+      w->arena = d ? d->arena : -1;
+      if (d) ca_devlock_release(&d->lock);
+    }
+    for (int t = 0; t < nthreads; t++) {
+      pthread_barrier_wait(&step);
+      if (t == w->id && p) cudalloc_free_sync(p);
+    }
   }
   return NULL;
 }
 
-Test(core_arena_peaks, two_threads_peak_at_the_highest_moment) {
-  core_start("arenas:2,arena_spread:first,sim_events:auto");
-  pthread_barrier_init(&step, NULL, 2);
-  lockstep_t w[2] = {{0, test_stream(false), -1}, {1, test_stream(false), -1}};
+static void threads_in_lock_step(int threads) {
+  char conf[96];
+  snprintf(conf, sizeof conf, "arenas:%d,arena_spread:first,sim_events:auto", threads);
+  core_start(conf);
+  nthreads = threads;
+  pthread_barrier_init(&step, NULL, (unsigned)threads);
+  lockstep_t w[MAX_THREADS];
   int64_t want = 0;
   for (int r = 0; r < ROUNDS; r++) {
-    int64_t both = (int64_t)(size_of(0, r) + size_of(1, r));
-    if (both > want) want = both;
+    int64_t all = 0;
+    for (int i = 0; i < threads; i++) all += (int64_t)size_of(i, r);
+    if (all > want) want = all;
   }
-  pthread_t t[2];
-  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, lockstep, &w[i]);
-  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  pthread_t t[MAX_THREADS];
+  for (int i = 0; i < threads; i++) {
+    w[i] = (lockstep_t){i, test_stream(false), -1};
+    pthread_create(&t[i], NULL, lockstep, &w[i]);
+  }
+  for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
   pthread_barrier_destroy(&step);
-  cr_assert_neq(w[0].arena, w[1].arena, "the threads shared an arena");
+  for (int i = 0; i < threads; i++) {
+    cr_assert_geq(w[i].arena, 0, "thread %d: an allocation failed", i);
+    for (int j = 0; j < i; j++) cr_assert_neq(w[i].arena, w[j].arena, "threads %d and %d shared an arena", i, j);
+  }
   cudalloc_stats_t s = ordinal_stats();
   cr_assert_eq(s.allocated_bytes.current, 0);
   cr_assert_eq(s.allocated_bytes.peak, want, "peak allocated %lld, the highest moment %lld",
                (long long)s.allocated_bytes.peak, (long long)want);
   cr_assert_eq(s.requested_bytes.peak, want);
 }
+
+Test(core_arena_peaks, two_threads_peak_at_the_highest_moment) { threads_in_lock_step(2); }
+Test(core_arena_peaks, three_threads_peak_at_the_highest_moment) { threads_in_lock_step(3); }
