@@ -6,32 +6,11 @@
  * so that every moment's sum is known, peak at the highest of those sums. The
  * planted fault arena_lease_never_asks (an arena's rise past its lease
  * asks for none, so the peaks miss it) is caught. */
-#include "core_testing.h"
+#include "arena_testing.h"
 
 #include <pthread.h>
 
 TestSuite(core_arena_peaks, .fini = core_fini, .timeout = 60);
-
-static ca_device_t *arena(int k) { return ca_state.devices[k * CA_MAX_DEVICES]; }
-
-static void *alloc_on(size_t size, ca_stream_t s) {
-  void *p = NULL;
-  cr_assert_eq(cudalloc_malloc(&p, size, (cudaStream_t)s), cudaSuccess, "allocation of %zu bytes", size);
-  return p;
-}
-
-static int arena_index(const void *p) {
-  ca_device_t *d = ca_device_lock_owner((uintptr_t)p);
-  cr_assert_not_null(d, "no arena holds %p", p);
-  ca_devlock_release(&d->lock);
-  return d->arena;
-}
-
-static cudalloc_stats_t ordinal_stats(void) {
-  cudalloc_stats_t s;
-  cr_assert_eq(cudalloc_get_stats(0, &s), cudaSuccess);
-  return s;
-}
 
 /* Arena 0 holds 10 MiB and frees it; arena 1 then holds 10 MiB: the
  * ordinal never held more than 10 (the arenas' peaks add up to 20). */
@@ -41,9 +20,9 @@ Test(core_arena_peaks, arenas_that_peak_in_turn_are_not_added) {
   void *a = alloc_on(10 * MiB, s1);
   cr_assert_eq(cudalloc_free_sync(a), cudaSuccess);
   void *b = alloc_on(10 * MiB, s2);
-  cr_assert_eq(arena_index(a), 0);
-  cr_assert_eq(arena_index(b), 1);
-  cudalloc_stats_t s = ordinal_stats();
+  cr_assert_eq(arena_of(a)->arena, 0);
+  cr_assert_eq(arena_of(b)->arena, 1);
+  cudalloc_stats_t s = stats0();
   cr_assert_eq(arena(0)->stats.allocated_bytes.peak + arena(1)->stats.allocated_bytes.peak, 20 * MiB);
   cr_assert_eq(s.allocated_bytes.peak, 10 * MiB, "peak allocated %lld", (long long)s.allocated_bytes.peak);
   cr_assert_eq(s.requested_bytes.peak, 10 * MiB, "peak requested %lld", (long long)s.requested_bytes.peak);
@@ -57,16 +36,16 @@ static bool held_at_once_add_up(void) {
   ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
   void *a = alloc_on(6 * MiB, s1);
   void *b = alloc_on(8 * MiB, s2);
-  cr_assert_eq(arena_index(a), 0);
-  cr_assert_eq(arena_index(b), 1);
-  bool exact = ordinal_stats().allocated_bytes.peak == 14 * MiB && ordinal_stats().requested_bytes.peak == 14 * MiB;
+  cr_assert_eq(arena_of(a)->arena, 0);
+  cr_assert_eq(arena_of(b)->arena, 1);
+  bool exact = stats0().allocated_bytes.peak == 14 * MiB && stats0().requested_bytes.peak == 14 * MiB;
   cr_assert_eq(cudalloc_free_sync(b), cudaSuccess);
   void *c = alloc_on(4 * MiB, s1);
-  exact = exact && ordinal_stats().allocated_bytes.peak == 14 * MiB && ordinal_stats().allocated_bytes.current == 10 * MiB;
+  exact = exact && stats0().allocated_bytes.peak == 14 * MiB && stats0().allocated_bytes.current == 10 * MiB;
   cudalloc_reset_peaks();
-  exact = exact && ordinal_stats().allocated_bytes.peak == 10 * MiB && ordinal_stats().requested_bytes.peak == 10 * MiB;
+  exact = exact && stats0().allocated_bytes.peak == 10 * MiB && stats0().requested_bytes.peak == 10 * MiB;
   void *d = alloc_on(2 * MiB, s2);   /* arena 1 rises past the lease the reset left it */
-  exact = exact && ordinal_stats().allocated_bytes.peak == 12 * MiB;
+  exact = exact && stats0().allocated_bytes.peak == 12 * MiB;
   cr_assert_eq(cudalloc_free_sync(a), cudaSuccess);
   cr_assert_eq(cudalloc_free_sync(c), cudaSuccess);
   cr_assert_eq(cudalloc_free_sync(d), cudaSuccess);
@@ -152,7 +131,7 @@ static void threads_in_lock_step(int threads) {
     cr_assert_geq(w[i].arena, 0, "thread %d: an allocation failed", i);
     for (int j = 0; j < i; j++) cr_assert_neq(w[i].arena, w[j].arena, "threads %d and %d shared an arena", i, j);
   }
-  cudalloc_stats_t s = ordinal_stats();
+  cudalloc_stats_t s = stats0();
   cr_assert_eq(s.allocated_bytes.current, 0);
   cr_assert_eq(s.allocated_bytes.peak, want, "peak allocated %lld, the highest moment %lld",
                (long long)s.allocated_bytes.peak, (long long)want);

@@ -7,28 +7,13 @@
  * machine's timing. The first guard's twin is arena_spread:first, the
  * policy that spreads a one-thread program's streams (test_replay_economy
  * replays the ten-stream snapshot both ways). */
-#include "core_testing.h"
+#include "arena_testing.h"
 
 #include <pthread.h>
 
 #include "devlock.h"
 
 TestSuite(core_arena_spread, .fini = core_fini, .timeout = 120);
-
-static ca_device_t *arena(int k) { return ca_state.devices[k * CA_MAX_DEVICES]; }
-
-static ca_device_t *arena_of(const void *p) {
-  ca_device_t *d = ca_device_lock_owner((uintptr_t)p);
-  cr_assert_not_null(d, "no arena holds %p", p);
-  ca_devlock_release(&d->lock);
-  return d;
-}
-
-static void *alloc_on(size_t size, ca_stream_t s) {
-  void *p = NULL;
-  cr_assert_eq(cudalloc_malloc(&p, size, (cudaStream_t)s), cudaSuccess, "allocation of %zu bytes", size);
-  return p;
-}
 
 /* SPREAD_WINDOW, SPREAD_CONTENDED of siblings.c: what a test must pass. */
 #define WINDOW 256

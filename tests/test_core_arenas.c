@@ -8,27 +8,11 @@
  * arena charged against the whole limit alone: the sum passes it),
  * arena_no_sibling_trim (a spurious out-of-memory), arena_no_fold (the
  * ordinal reads its arena 0 alone). */
-#include "core_testing.h"
+#include "arena_testing.h"
 
 #include <pthread.h>
 
 TestSuite(core_arenas, .fini = core_fini, .timeout = 120);
-
-/* The arena that holds p (its struct; unlocked again). */
-static ca_device_t *arena_of(const void *p) {
-  ca_device_t *d = ca_device_lock_owner((uintptr_t)p);
-  cr_assert_not_null(d, "no arena holds %p", p);
-  ca_devlock_release(&d->lock);
-  return d;
-}
-
-static ca_device_t *arena(int k) { return ca_state.devices[k * CA_MAX_DEVICES]; }
-
-static void *alloc_on(size_t size, ca_stream_t s) {
-  void *p = NULL;
-  cr_assert_eq(cudalloc_malloc(&p, size, (cudaStream_t)s), cudaSuccess, "allocation of %zu bytes", size);
-  return p;
-}
 
 #define CHECKED() cr_assert_eq(cudalloc_check(), 0, "cudalloc_check found a broken invariant")
 
