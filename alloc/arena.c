@@ -92,9 +92,9 @@ static void ask(ca_live_t *o, const ca_device_t *d, int k) {
   ca_lease_t *mine = &ca_state.leases[d->slot];
   int64_t have = load(&mine->bytes[k]), lease = load(&mine->lease[k]);
   if (have <= lease) return;
-  int64_t need = have - (lease == REVOKED ? 0 : lease), free = load(&o->peak[k]) - o->leased[k];
-  if (lease != REVOKED && need <= free) {   /* from the headroom: half of what is left over with it */
-    int64_t more = need + (free - need) / 2;
+  int64_t need = have - (lease == REVOKED ? 0 : lease), headroom = load(&o->peak[k]) - o->leased[k];
+  if (lease != REVOKED && need <= headroom) {   /* from the headroom: half of what is left over with it */
+    int64_t more = need + (headroom - need) / 2;
     store(&mine->lease[k], lease + more);
     o->leased[k] += more;
     return;

@@ -188,7 +188,7 @@ static void add_stat(cudalloc_stat_t *to, const cudalloc_stat_t *s) {
  * of the arenas' peaks, an upper bound of the ordinal's (the arenas need
  * not have peaked at once), but for reserved bytes, whose ordinal-wide
  * peak the charge keeps, and allocated and requested bytes, whose peaks
- * the ordinal's live counters keep (arena.c). */
+ * the arenas' leases keep (arena.h). */
 static void add_stats(cudalloc_stats_t *to, const cudalloc_stats_t *s) {
 #define CA_ADD(name, doc) add_stat(&to->name, &s->name);
   CUDALLOC_STAT_BYTES(CA_ADD)
