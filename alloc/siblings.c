@@ -103,11 +103,10 @@ static int route(ca_stream_t stream, int ordinal) {
 }
 
 ca_device_t *ca_siblings_route(ca_device_t *first, ca_stream_t stream) {
+  int k = route(stream, first->ordinal);
   /* The event log orders an ordinal's events by one lock while it records:
    * its replay's peaks are then the statistics' own (trace.h). */
-  if (ca_trace_on()) return first;
-  int k = route(stream, first->ordinal);
-  if (!k) return first;
+  if (!k || ca_trace_on()) return first;
   ca_device_t *d = ca_arena_at(first->ordinal, k);
   if (d && __atomic_load_n(&d->ready, __ATOMIC_ACQUIRE)) return d;
   /* made on first use; one that cannot be set up (no address space left):
