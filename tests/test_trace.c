@@ -181,6 +181,30 @@ Test(trace, threads_and_streams_lose_no_event) {
   unlink(log_path);
 }
 
+/* While the log records, an ordinal's allocations all go to its first
+ * arena, whatever the routing would say (arena_spread:first sends a
+ * second stream to arena 1): one lock orders the log's events and the
+ * statistics' changes alike, so that the log's replay reads the
+ * statistics' peaks (the threaded test above, at arenas:2). Without the
+ * rule (siblings.c's ca_siblings_route), b lands in arena 1. */
+Test(trace, recording_keeps_an_ordinal_on_its_first_arena) {
+  start_recording("arenas:2,arena_spread:first");
+  ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
+  void *a, *b;
+  cr_assert_eq(cudalloc_malloc(&a, 3 * MiB, (cudaStream_t)s1), cudaSuccess);
+  cr_assert_eq(cudalloc_malloc(&b, 3 * MiB, (cudaStream_t)s2), cudaSuccess);
+  ca_device_t *da = ca_device_lock_owner((uintptr_t)a);
+  ca_devlock_release(&da->lock);
+  ca_device_t *db = ca_device_lock_owner((uintptr_t)b);
+  ca_devlock_release(&db->lock);
+  cr_assert_eq(da->arena, 0);
+  cr_assert_eq(db->arena, 0, "a second stream's allocation went to arena %d while the log recorded", db->arena);
+  cr_assert_eq(cudalloc_free_sync(a), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync(b), cudaSuccess);
+  cudalloc_shutdown();
+  unlink(log_path);
+}
+
 /* The count check above fails when one event is lost: the test build
  * drops one without counting it. */
 Test(trace, a_lost_event_fails_the_count_check) {
