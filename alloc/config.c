@@ -188,9 +188,10 @@ void ca_config_defaults(ca_config_t *cfg) {
   cfg->track_depth = 6;
   cfg->thread_cache_kb = 1024;
   cfg->thread_cache_large_mb = 0;
-  /* Two: threads that contend each get one (two GPU-like threads 1.8 to 2.1x
-   * one, against 0.5 to 0.7 on one arena), and a program whose threads do
-   * not contend stays on the first (arena_spread:contended); exact ordinal
+  /* Two: threads that contend each get one (two GPU-like threads scaled as
+   * jemalloc's did in the same runs, 1.2 to 2.2x one as the machine gave,
+   * against 0.2 to 0.55 on one arena), and a program whose threads do not
+   * contend stays on the first (arena_spread:contended); exact ordinal
    * peaks (arena.h's leases) made it the default (docs/benchmarks.md). */
   cfg->arenas = 2;
   cfg->arena_spread = CA_SPREAD_CONTENDED;
