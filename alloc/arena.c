@@ -76,15 +76,16 @@ static int64_t revoke_and_sum(int ordinal, int k, int64_t seen[CA_MAX_ARENAS]) {
  * asker, the others' next rises asked again: the two arenas of two
  * GPU-like threads took turns revoking each other's leases). */
 static void regrant(ca_live_t *o, int ordinal, int k, const int64_t seen[CA_MAX_ARENAS], int64_t sum, int to) {
-  int64_t peak = load(&o->peak[k]), made = 0;
+  int64_t peak = load(&o->peak[k]), made = 0, given = 0;
   for (int j = 0; j < (int)ca_config.arenas; j++) made += ca_arena_at(ordinal, j) != NULL;
-  int64_t share = made ? (peak - sum) / made : 0, given = 0;
+  int64_t share = made ? (peak - sum) / made : 0;
   for (int j = 0; j < (int)ca_config.arenas; j++) {
-    int64_t more = j == to || !ca_arena_at(ordinal, j) ? 0 : share;
-    store(&lease_at(ordinal, j)->lease[k], seen[j] + more);
-    given += seen[j] + more;
+    if (j == to) continue;
+    int64_t lease = seen[j] + (ca_arena_at(ordinal, j) ? share : 0);
+    store(&lease_at(ordinal, j)->lease[k], lease);
+    given += lease;
   }
-  store(&lease_at(ordinal, to)->lease[k], seen[to] + peak - given);   /* the rest: all that is not shared out */
+  store(&lease_at(ordinal, to)->lease[k], peak - given);   /* its bytes and all that is not shared out */
   o->leased[k] = peak;
 }
 
@@ -92,12 +93,14 @@ static void ask(ca_live_t *o, const ca_device_t *d, int k) {
   ca_lease_t *mine = &ca_state.leases[d->slot];
   int64_t have = load(&mine->bytes[k]), lease = load(&mine->lease[k]);
   if (have <= lease) return;
-  int64_t need = have - (lease == REVOKED ? 0 : lease), headroom = load(&o->peak[k]) - o->leased[k];
-  if (lease != REVOKED && need <= headroom) {   /* from the headroom: half of what is left over with it */
-    int64_t more = need + (headroom - need) / 2;
-    store(&mine->lease[k], lease + more);
-    o->leased[k] += more;
-    return;
+  if (lease != REVOKED) {   /* from the headroom: what it needs, and half of what is left over */
+    int64_t need = have - lease, headroom = load(&o->peak[k]) - o->leased[k];
+    if (need <= headroom) {
+      int64_t more = need + (headroom - need) / 2;
+      store(&mine->lease[k], lease + more);
+      o->leased[k] += more;
+      return;
+    }
   }
   int64_t seen[CA_MAX_ARENAS];
   int64_t sum = revoke_and_sum(d->ordinal, k, seen);

@@ -195,7 +195,7 @@ ca_device_t *ca_device_lock_owner(uintptr_t p) {
   if (n == 1) {   /* one device: its first arena, which holds every block of a one-thread program, first */
     ca_device_t *d = lock_if_holds(__atomic_load_n(&ca_state.devices[0], __ATOMIC_ACQUIRE), p);
     for (int k = 1; !d && k < (int)ca_config.arenas; k++)
-      d = lock_if_holds(__atomic_load_n(&ca_state.devices[k * CA_MAX_DEVICES], __ATOMIC_ACQUIRE), p);
+      d = lock_if_holds(ca_arena_at(0, k), p);
     return d;
   }
   for (int k = 0; k < (int)ca_config.arenas; k++)
