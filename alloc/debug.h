@@ -49,6 +49,7 @@ typedef struct ca_debug_s {
   bool trace_leaves_calm;       /* the event log's start leaves the calm word calm (the inline tries go on) */
   bool tcache_none_is_a_cache;  /* a thread without a front cache takes the shared empty one for its own */
   bool tcache_trust_slot;       /* a front-cache hit believes its block's held entry is still there */
+  bool tcache_held_one_way;     /* the blocks a thread holds are remembered in way 0 alone (tcache.c held_slot) */
   bool churn_moves_all;         /* growths move pages however often they came back (churn.c) */
   bool churn_no_cap;            /* pages that came back stay however much memory is reserved (churn.c) */
   bool churn_reset_cap;         /* cudalloc_reset_peaks lowers the cap on pages that stay (churn.c) */

@@ -128,10 +128,10 @@ static size_t flush_cache(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bo
    * holds on every device (whose entries it cannot tell apart without
    * reading blocks of devices not locked); those frees go to the core. */
   if (forget)   /* relaxed stores: the owner's held_unheld reads them unheld */
-    for (size_t i = 0; i < CA_TCACHE_HELD; i++)
-      for (int w = 0; w < CA_TCACHE_HELD_WAYS; w++) {
-        __atomic_store_n(&c->held[i][w].addr, 0, __ATOMIC_RELAXED);
-        c->held[i][w].b = NULL;   /* read by the owner held only */
+    for (int w = 0; w < CA_TCACHE_HELD_WAYS; w++)
+      for (size_t i = 0; i < CA_TCACHE_HELD; i++) {
+        __atomic_store_n(&c->held[w][i].addr, 0, __ATOMIC_RELAXED);
+        c->held[w][i].b = NULL;   /* read by the owner held only */
       }
   return bytes;
 }

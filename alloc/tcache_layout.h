@@ -37,9 +37,9 @@ _Static_assert(CA_TCACHE_MAX_SIZE == 1u << 16, "class_of_large counts octaves fr
 #define CA_TCACHE_NEAR_DIV 8
 #define CA_TCACHE_NEAR_FROM (CA_TCACHE_NEAR_DIV - 1)
 #define CA_TCACHE_SITE_LOOK 4   /* cached blocks of a list a hit looks at for its call site */
-#define CA_TCACHE_HELD_LOG2 10   /* sets of the blocks held, of CA_TCACHE_HELD_WAYS */
+#define CA_TCACHE_HELD_LOG2 11   /* entries of each way of the blocks held */
 #define CA_TCACHE_HELD (1 << CA_TCACHE_HELD_LOG2)
-#define CA_TCACHE_HELD_WAYS 4
+#define CA_TCACHE_HELD_WAYS 2
 
 typedef struct tc_list_s {
   ca_stream_t stream;           /* the freeing stream, normalized */
@@ -106,7 +106,7 @@ typedef struct ca_tcache_s {
    * owner's: a free that reads them follows its block's claim). */
   size_t room[2];
   tc_list_t lists[CA_TCACHE_STREAMS];
-  held_t held[CA_TCACHE_HELD][CA_TCACHE_HELD_WAYS]; /* blocks the program holds from this thread */
+  held_t held[CA_TCACHE_HELD_WAYS][CA_TCACHE_HELD]; /* blocks the program holds from this thread (tcache.c's held_slot) */
   tc_counts_t counts[CA_MAX_SLOTS];   /* by arena: a block's counts go to its own (b->slot) */
 } ca_tcache_t;
 

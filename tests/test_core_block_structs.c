@@ -11,7 +11,7 @@
 
 TestSuite(core_block_structs, .fini = core_fini);
 
-#define N 2048   /* more entries than the held table's 1024 sets of 4: every set is probed */
+#define N 2048   /* 4 KiB blocks over 8 MiB: four times round the held table's first way */
 
 /* Frees everything through the core and gives every segment back. */
 static void free_all_and_empty(void **p, int n, int round) {
@@ -25,7 +25,7 @@ static void free_all_and_empty(void **p, int n, int round) {
 /* Round 1's 4 KiB blocks are remembered, freed, merged into one block per
  * segment (the leftmost struct, which the cache remembers, survives) and
  * given back. Round 2 starts with a 1 MiB block (not the cache's), so its
- * 4 KiB blocks land at other addresses: their entries probe the sets that
+ * 4 KiB blocks land at other addresses: their entries probe the entries that
  * hold round 1's entries, and read their structs. */
 Test(core_block_structs, the_thread_caches_entries_never_name_a_freed_struct) {
   core_start("expandable_segments:false");

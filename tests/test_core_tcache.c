@@ -526,13 +526,42 @@ Test(core_tcache, a_core_free_is_not_refused_while_a_cached_free_looks_at_its_st
   CHECK_CONSISTENT();
 }
 
+/* The blocks a thread holds are remembered by address in two ways: way 0
+ * indexed by the address itself (neighbours share lines), way 1 by a hash
+ * (tcache.c held_slot). a and b, 1 MiB apart, meet in way 0; both are held
+ * at once, and both frees go into the cache. With way 0 alone
+ * (tcache_held_one_way) b's entry takes a's, and a's free is the core's. */
+static int held_one_mib_apart_and_cached(bool one_way) {
+  core_start("track:caller,sim_events:auto,thread_cache_kb:4096");
+  ca_debug.tcache_held_one_way = one_way;
+  ca_stream_t s = new_stream();
+  void *a = alloc_on(SMALL, s), *filler = NULL;
+  /* not stream-ordered: the thread remembers nothing of it */
+  cr_assert_eq(ca_malloc(&filler, MiB - SMALL, NULL, CA_ALLOC_SYNC, NULL), CUDA_SUCCESS);
+  void *b = alloc_on(SMALL, s);
+  cr_assert_eq((uintptr_t)b - (uintptr_t)a, MiB, "the small pool cut a, the filler and b in a row");
+  int cached = ca_tcache_give(a, s) + ca_tcache_give(b, s);
+  ca_debug.tcache_held_one_way = false;
+  cr_assert_eq(cudalloc_free_sync(filler), cudaSuccess);
+  CHECK_CONSISTENT();
+  return cached;
+}
+
+Test(core_tcache, blocks_that_meet_in_the_first_way_are_both_remembered) {
+  cr_assert_eq(held_one_mib_apart_and_cached(false), 2, "both frees went into the cache");
+}
+
+Test(core_tcache, with_one_way_the_newer_block_takes_the_older_ones_entry) {
+  cr_assert_eq(held_one_mib_apart_and_cached(true), 1, "only b's free went into the cache");
+}
+
 /* A hit keeps its block's entry among the blocks the thread holds
  * (tcache.c rehold_block: no hash) only while that entry is still the
  * block's: once cached, the entry is stale, and a newer block may take
  * its slot; the hit then enters the block anew, so that its free is
- * still the cache's. Here x is the first block its set remembers, and
- * 8192 blocks held at once (eight a set) take every set's first slot
- * after x is cached. */
+ * still the cache's. Here x is the first block remembered, and 8192
+ * blocks held at once (twice the entries of the table's two ways) take
+ * x's entry after x is cached (the twin test shows it taken). */
 #define HELD_AT_ONCE 8192
 static bool a_hit_whose_slot_was_taken_is_freed_into_the_cache(bool trust_slot) {
   core_start("track:caller,sim_events:auto,sim_capacity_mb:64,thread_cache_kb:65536");
