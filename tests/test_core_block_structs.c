@@ -11,7 +11,7 @@
 
 TestSuite(core_block_structs, .fini = core_fini);
 
-#define N 2048   /* 4 KiB blocks over 8 MiB: four times round the held table's first way */
+#define N 2048   /* 4 KiB blocks over 8 MiB: eight times round the held table's first way (1 MiB) */
 
 /* Frees everything through the core and gives every segment back. */
 static void free_all_and_empty(void **p, int n, int round) {
