@@ -96,6 +96,8 @@ static const conf_key_t keys[] = {
    "exit status when blocks are still allocated at exit (0: the program's own)"},
   {"thread_cache_kb", KEY_UINT, FIELD(thread_cache_kb), 0, 1 << 20, 0, 0, NULL,
    "bytes (KiB) each thread may hold of small blocks it freed on a stream, reused by that thread on that stream without the device lock (0 = off)"},
+  {"thread_cache_streams", KEY_UINT, FIELD(thread_cache_streams), 1, 128, 0, 0, NULL,
+   "how many of a thread's streams with cached small blocks each add thread_cache_kb to what it may hold (1 = thread_cache_kb in all)"},
   {"thread_cache_large_mb", KEY_UINT, FIELD(thread_cache_large_mb), 0, 1 << 20, 0, 0, NULL,
    "bytes (MiB) each thread may hold of blocks above 64 KiB and up to 8 MiB that it freed on a stream, in the same cache (0 = off)"},
   {"arenas", KEY_UINT, FIELD(arenas), 1, CA_MAX_ARENAS, 0, 0, NULL,
@@ -188,6 +190,7 @@ void ca_config_defaults(ca_config_t *cfg) {
   cfg->track_depth = 6;
   cfg->thread_cache_kb = 1024;
   cfg->thread_cache_large_mb = 0;
+  cfg->thread_cache_streams = 64;
   /* Two: threads that contend each get one (two GPU-like threads scaled as
    * jemalloc's did in the same runs, 1.2 to 2.2x one as the machine gave,
    * against 0.2 to 0.55 on one arena), and a program whose threads do not

@@ -51,6 +51,7 @@ typedef struct ca_config_s {
   unsigned leak_exit_code;      /* exit status when blocks are live at exit; 0: the program's */
   unsigned thread_cache_kb;     /* per-thread front cache of small stream-ordered frees; 0: off */
   unsigned thread_cache_large_mb; /* the same cache's blocks above 64 KiB (to 8 MiB); 0: off */
+  unsigned thread_cache_streams; /* a thread's streams with cached blocks that each add thread_cache_kb */
   unsigned arenas;              /* arenas per device (arena.c); 1: the device is one */
   ca_arena_spread_t arena_spread; /* which arena a thread's stream allocates from (siblings.c) */
   bool quiet;

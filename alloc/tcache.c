@@ -110,6 +110,7 @@ static ca_tcache_t *my_cache(void) {
   pthread_once(&key_once, make_key);
   if (!tc_registry.key_ok || !(c = calloc(1, sizeof *c))) return NULL;
   ca_tclock_make(&c->lock);   /* in the locks' mode, chosen at the first */
+  c->room[0] = small_room(c);   /* and again at each claim */
   c->room[1] = SIZE_MAX;   /* the cap, at the first claim */
   c->tid = ca_stamp_my_tid();   /* kept: after the core's fork handler a child's thread makes a cache of its own */
   pthread_mutex_lock(&tc_registry.lock);
@@ -195,6 +196,13 @@ HOT bool same_list(const tc_list_t *l, ca_stream_t s, int dev) {
   return l->stream == s && l->dev == dev;
 }
 
+/* A list taken for a new stream by a free, which caches a block there
+ * (apart: the hits' and frees' inline code stays as it was). */
+static __attribute__((noinline)) void took_list(ca_tcache_t *c) {
+  c->lists_held++;
+  c->room[0] = small_room(c);
+}
+
 /* The lists of (s, dev); with room, a free entry claimed for them. asked:
  * the generation under which dev was asked to be created stream s's (0: a
  * default handle), remembered in the entry for list_known. */
@@ -209,6 +217,7 @@ HOT tc_list_t *list_of(ca_tcache_t *c, ca_stream_t s, int dev, bool room, uint64
       l->dev = dev;
       l->owner = ca_stream_owner(s);
       l->asked = 0;
+      took_list(c);
     }
     if (!l) return NULL;
     set_last(c, l);
@@ -495,7 +504,7 @@ ca_tcache_try_t ca_tcache_hit_near(int dev, void **ptr, size_t size, ca_stream_t
 static __attribute__((noinline)) bool claim(ca_block_t *b) {
   ca_tcache_t *c = my_cache();
   if (!c) return false;
-  c->room[0] = capacity();
+  c->room[0] = small_room(c);
   if (c->room[1] > large_capacity()) c->room[1] = large_capacity();
   __atomic_store_n(&b->tc, (uintptr_t)c, __ATOMIC_RELEASE);
   return true;
@@ -570,6 +579,9 @@ HOT bool give(void *ptr, ca_stream_t stream, bool fast, bool *slow) {
   }
   bool at_ptr = b && b->addr == (uintptr_t)ptr;   /* not a struct the thread holds for another block now */
   bool large = !fast && at_ptr && b->size > CA_TCACHE_MAX_SIZE;   /* fast: a large block is the full try's */
+  /* The full try finds its stream's list before it tests the room: a list
+   * taken for a new stream adds a thread_cache_kb to it (small_room). */
+  if (!fast && at_ptr && bdev == dev) l = list_of(c, stream, dev, true, ca_streamdev_is_default(stream) ? 0 : gen);
   bool room = at_ptr && c->bytes[large] + b->size <= c->room[large];
   if (fast && b && !(at_ptr && b->size <= CA_TCACHE_MAX_SIZE && room && bdev == dev)) {
     /* A small block the cap refuses is the core's, as in the full try;
@@ -582,8 +594,7 @@ HOT bool give(void *ptr, ca_stream_t stream, bool fast, bool *slow) {
     return false;
   }
   if (at_ptr && !room) refuse(c, b->size, large);
-  if (room && bdev == dev &&
-      (fast || (l = list_of(c, stream, dev, true, ca_streamdev_is_default(stream) ? 0 : gen)))) {
+  if (room && bdev == dev && l) {
     ca_block_t **head = &l->head[class_of_block(b->size)];
     b->tc_next = *head;
     *head = b;

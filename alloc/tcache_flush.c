@@ -121,6 +121,18 @@ static size_t flush_lists(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bo
   return bytes;
 }
 
+/* c's lists that hold blocks, counted again by its owner, with c held:
+ * what it may cache follows them (small_room). Only the owner writes
+ * lists_held and room, and reads them unheld (ca_tcache_trim, claim); a
+ * flush by another thread leaves them as they are, too high until the
+ * owner's next trim or slow path counts again. */
+static void recount_lists(ca_tcache_t *c) {
+  unsigned n = 0;
+  for (const tc_list_t *l = c->lists; l < c->lists + CA_TCACHE_STREAMS; l++) n += l->blocks != 0;
+  c->lists_held = n;
+  c->room[0] = small_room(c);
+}
+
 static size_t flush_cache(ca_device_t *d, ca_tcache_t *c, ca_stream_t stream, bool forget) {
   size_t bytes = flush_lists(d, c, stream, false, 0, CA_TCACHE_CLASSES, NULL);
   fold_into(d, &c->counts[d->slot]);
@@ -142,7 +154,10 @@ size_t ca_tcache_flush(ca_device_t *d, ca_stream_t stream, bool forget) {
   stream = stream ? ca_stream_normal(stream) : NULL;
   pthread_mutex_lock(&tc_registry.lock);
   hold_all();
-  for (ca_tcache_t *c = tc_registry.caches; c; c = c->next) bytes += flush_cache(d, c, stream, forget);
+  for (ca_tcache_t *c = tc_registry.caches; c; c = c->next) {
+    bytes += flush_cache(d, c, stream, forget);
+    if (c == tc_mine) recount_lists(c);   /* the owner's own: a destroyed stream's list counts no more */
+  }
   unhold_all();
   pthread_mutex_unlock(&tc_registry.lock);
   return bytes;
@@ -165,6 +180,7 @@ size_t ca_tcache_flush_mine(ca_device_t *d) {
     c->room[1] = held / 2;
     fold_into(d, &c->counts[d->slot]);
   } else bytes = flush_cache(d, c, NULL, false);
+  recount_lists(c);
   unhold(c);
   return bytes;
 }
@@ -173,11 +189,12 @@ size_t ca_tcache_flush_mine(ca_device_t *d) {
  * reaches its own cap: a few refused MiB-sized frees must not empty the
  * small lists that the program reuses. */
 static __attribute__((noinline)) void trim(ca_device_t *d, ca_tcache_t *c) {
-  bool small = c->refused >= capacity(), large = c->bytes[1] && c->refused_large >= large_capacity();
+  bool small = c->refused >= c->room[0], large = c->bytes[1] && c->refused_large >= large_capacity();
   hold(c);
   bool foreign_small = false, foreign_large = false;
   if (small) c->refused = 0, flush_lists(d, c, NULL, true, 0, CA_TCACHE_SMALL_CLASSES, &foreign_small);
   if (large) c->refused_large = 0, flush_lists(d, c, NULL, true, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES, &foreign_large);
+  recount_lists(c);
   unhold(c);
   /* The pressure was the whole cache's, and is spent: the other arenas'
    * blocks get the same trim, or a cache full of them would refuse every
@@ -206,7 +223,7 @@ void ca_tcache_trim_siblings(ca_device_t *d) {
 bool ca_tcache_trim(ca_device_t *d) {
   ca_tcache_t *c = me();
   if (!has_cache(c) || CA_DEBUG(tcache_no_trim)) return false;
-  if (c->refused < capacity() && !(c->bytes[1] && c->refused_large >= large_capacity())) return false;
+  if (c->refused < c->room[0] && !(c->bytes[1] && c->refused_large >= large_capacity())) return false;
   trim(d, c);
   return c->trim_siblings != 0;
 }

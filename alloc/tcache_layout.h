@@ -101,9 +101,12 @@ typedef struct ca_tcache_s {
   size_t refused_large;         /* the same for large blocks, against their cap */
   unsigned trim_siblings;       /* a trim skipped other arenas' blocks: what it left to do there, once d's
                                  * lock is let go (bit 0: small classes, bit 1: large; ca_tcache_trim_siblings) */
-  /* What each kind may hold now: thread_cache_kb's bytes; thread_cache_large_mb's,
+  unsigned lists_held;          /* its streams' lists that hold blocks (small_room): counted at trims and
+                                 * flushes, and one more at each list a free takes for a new stream */
+  /* What each kind may hold now: small_room's bytes; thread_cache_large_mb's,
    * or less while a slow path's halving is regained. Set at each claim (the
-   * owner's: a free that reads them follows its block's claim). */
+   * owner's: a free that reads them follows its block's claim), and where
+   * lists_held changes, with the cache held. */
   size_t room[2];
   tc_list_t lists[CA_TCACHE_STREAMS];
   held_t held[CA_TCACHE_HELD_WAYS][CA_TCACHE_HELD]; /* blocks the program holds from this thread (tcache.c's held_slot) */
@@ -172,6 +175,15 @@ static inline void hold(ca_tcache_t *c) { ca_tclock_hold(&c->lock); }
 HOT void unhold(ca_tcache_t *c) { ca_tclock_release(&c->lock); }
 
 static inline size_t capacity(void) { return (size_t)ca_config.thread_cache_kb << 10; }
+/* What a thread may cache of small blocks: thread_cache_kb for each of its
+ * streams' lists that hold blocks, for up to thread_cache_streams of them.
+ * A block freed on a stream serves only that stream: 64 streams sharing one
+ * thread_cache_kb kept a few blocks each and served 5% of their pairs, one
+ * stream 41% (docs/benchmarks.md, thirteenth session). */
+static inline size_t small_room(const ca_tcache_t *c) {
+  unsigned n = c->lists_held, most = ca_config.thread_cache_streams;
+  return capacity() * (n < 1 ? 1 : n > most ? most : n);
+}
 static inline size_t large_capacity(void) { return (size_t)ca_config.thread_cache_large_mb << 20; }
 /* b->tc: cached, and through a trim since (tcache.c's opening comment). */
 #define TC_OLD ((uintptr_t)2)

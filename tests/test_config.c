@@ -63,6 +63,7 @@ Test(config, defaults) {
   cr_assert_eq(cfg.thread_cache_kb, 1024);
   cr_assert_eq(cfg.arenas, 2, "two arenas: threads that contend each take one (docs/configuration.md)");
   cr_assert_eq(cfg.thread_cache_large_mb, 0, "the front cache's large blocks are off (docs/benchmarks.md)");
+  cr_assert_eq(cfg.thread_cache_streams, 64, "each of up to 64 streams adds thread_cache_kb (docs/configuration.md)");
   cr_assert_not(cfg.quiet);
   cr_assert_str_empty(cfg.report);
   cr_assert_eq(cfg.sim.devices, 1);
@@ -251,6 +252,8 @@ static bad_case_t bad_cases[] = {
     {"page_churn_cap:-0.5", "bad value '-0.5'", "from 0 to 16"},
     {"page_churn_cap:17", "bad value '17'", "from 0 to 16"},
     {"page_churn_cap:lots", "bad value 'lots'", "from 0 to 16"},
+    {"thread_cache_streams:0", "bad value '0'", "from 1 to 128"},
+    {"thread_cache_streams:129", "bad value '129'", "from 1 to 128"},
     {"thread_cache_large_mb:-1", "bad value '-1'", "from 0 to 1048576"},
     {"thread_cache_large_mb:1048577", "bad value '1048577'", "from 0 to 1048576"},
     {"thread_cache_large_mb:64MB", "bad value '64MB'", "from 0 to 1048576"},
@@ -573,7 +576,7 @@ Test(config, print_lists_every_key_with_its_value) {
 
 static const char *all_keys[] = {"backend", "expandable_segments", "max_split_size_mb",
                                  "garbage_collection_threshold", "roundup_power2_divisions", "memory_cap_mb",
-                                 "memory_fraction", "wait_before_growing", "page_churn_cap", "free_mode", "torch_free", "legacy_queue", "track", "track_depth", "leak_exit_code", "thread_cache_kb", "thread_cache_large_mb",
+                                 "memory_fraction", "wait_before_growing", "page_churn_cap", "free_mode", "torch_free", "legacy_queue", "track", "track_depth", "leak_exit_code", "thread_cache_kb", "thread_cache_streams", "thread_cache_large_mb",
                                  "arenas", "arena_spread", "quiet", "summary", "report", "report_signal", "oom_report", "trace", "trace_ring",
                                  "step_on", "sample_ms", "creep_csv", "creep_svg",
                                  "sim_devices", "sim_capacity_mb", "sim_granularity_kb",

@@ -643,7 +643,8 @@ Test(core_arenas, the_usual_step_peak_is_the_ordinals) {
 // ----------------------------------------------------------------------------
 
 /* A thread fills its cache with 16 KiB blocks on s1 (arena 0), then works on
- * s2 (arena 1): its frees there are refused until a trim makes room, and
+ * s2 (arena 1): with thread_cache_streams:1, s2 adds nothing to what the
+ * thread may cache, so its frees there are refused until a trim makes room, and
  * the trim, which runs under arena 1's lock, must reach arena 0's blocks
  * too. Returns the cache's hits on s2 over 400 pairs. */
 static uint64_t hits_after_moving_arena(const char *conf) {
@@ -666,9 +667,9 @@ static uint64_t hits_after_moving_arena(const char *conf) {
 }
 
 Test(core_arenas, a_cache_full_of_another_arenas_blocks_is_trimmed) {
-  uint64_t one = hits_after_moving_arena("arenas:1");
+  uint64_t one = hits_after_moving_arena("arenas:1,thread_cache_streams:1");
   core_fini();
-  uint64_t two = hits_after_moving_arena("arenas:2,arena_spread:first");
+  uint64_t two = hits_after_moving_arena("arenas:2,arena_spread:first,thread_cache_streams:1");
   cr_log_info("hits on the second stream: %llu at arenas:1, %llu at arenas:2", (unsigned long long)one,
               (unsigned long long)two);
   cr_assert_gt(one, 0, "at arenas:1 the trim makes room (%llu hits)", (unsigned long long)one);
@@ -678,7 +679,7 @@ Test(core_arenas, a_cache_full_of_another_arenas_blocks_is_trimmed) {
 
 Test(core_arenas, a_trim_of_its_own_arena_only_is_caught) {
   ca_debug.tcache_trim_own_arena_only = true;
-  uint64_t two = hits_after_moving_arena("arenas:2,arena_spread:first");
+  uint64_t two = hits_after_moving_arena("arenas:2,arena_spread:first,thread_cache_streams:1");
   cr_assert_eq(two, 0, "the planted fault leaves the cache full of arena 0's blocks (%llu hits)",
                (unsigned long long)two);
 }

@@ -526,6 +526,35 @@ Test(core_tcache, a_core_free_is_not_refused_while_a_cached_free_looks_at_its_st
   CHECK_CONSISTENT();
 }
 
+/* What a thread may cache is thread_cache_kb for each of its streams'
+ * lists that hold blocks, up to thread_cache_streams of them
+ * (tcache_layout.h small_room): a block freed on a stream serves only that
+ * stream, so streams sharing one thread_cache_kb keep a few blocks each.
+ * Here 64 KiB, and 64 KiB freed on each of two streams: all of it is
+ * cached. With thread_cache_streams:1 (one thread_cache_kb for the
+ * thread), the second stream's frees are refused. */
+static int64_t cached_after_two_streams_free_a_cap_each(bool one_cap) {
+  core_start(one_cap ? "track:caller,sim_events:auto,thread_cache_kb:64,thread_cache_streams:1"
+                     : "track:caller,sim_events:auto,thread_cache_kb:64");
+  ca_stream_t s[2] = {new_stream(), new_stream()};
+  void *p[2][16];
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < 16; i++) p[k][i] = alloc_on(SMALL, s[k]);
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; i < 16; i++) free_on(p[k][i], s[k]);
+  int64_t cached = cached_bytes();
+  CHECK_CONSISTENT();
+  return cached;
+}
+
+Test(core_tcache, each_stream_with_cached_blocks_adds_a_cap) {
+  cr_assert_eq(cached_after_two_streams_free_a_cap_each(false), 2 * 16 * SMALL, "both streams' frees are cached");
+}
+
+Test(core_tcache, with_one_stream_s_cap_for_the_thread_the_second_stream_is_refused) {
+  cr_assert_eq(cached_after_two_streams_free_a_cap_each(true), 16 * SMALL, "only the first stream's frees are cached");
+}
+
 /* The blocks a thread holds are remembered by address in two ways: way 0
  * indexed by the address itself (neighbours share lines), way 1 by a hash
  * (tcache.c held_slot). a and b, 1 MiB apart, meet in way 0; both are held
