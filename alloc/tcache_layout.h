@@ -101,8 +101,9 @@ typedef struct ca_tcache_s {
   size_t refused_large;         /* the same for large blocks, against their cap */
   unsigned trim_siblings;       /* a trim skipped other arenas' blocks: what it left to do there, once d's
                                  * lock is let go (bit 0: small classes, bit 1: large; ca_tcache_trim_siblings) */
-  unsigned lists_held;          /* its streams' lists that hold blocks (small_room): counted at trims and
-                                 * flushes, and one more at each list a free takes for a new stream */
+  unsigned lists_held;          /* its streams' lists that hold blocks (small_room): counted by the owner at
+                                 * its trims, its slow paths' flushes and its own flushes of a stream, and
+                                 * one more at each list a free takes for a new stream */
   /* What each kind may hold now: small_room's bytes; thread_cache_large_mb's,
    * or less while a slow path's halving is regained. Set at each claim (the
    * owner's: a free that reads them follows its block's claim), and where
