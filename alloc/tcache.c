@@ -196,9 +196,9 @@ HOT bool same_list(const tc_list_t *l, ca_stream_t s, int dev) {
   return l->stream == s && l->dev == dev;
 }
 
-/* A list taken for a new stream by a free, which caches a block there
- * (apart: the hits' and frees' inline code stays as it was). */
-static __attribute__((noinline)) void took_list(ca_tcache_t *c) {
+/* A list taken for a new stream by a free, which caches a block there:
+ * what the thread may cache grows with it (small_room). */
+static void took_list(ca_tcache_t *c) {
   c->lists_held++;
   c->room[0] = small_room(c);
 }
