@@ -4,11 +4,14 @@
 #include "debug.h"
 
 #include <stdlib.h>
+#include <time.h>
 
 #include "log.h"
 
 #ifdef CA_TESTING
 ca_debug_t ca_debug;
+
+void ca_debug_pause(void) { nanosleep(&(struct timespec){.tv_nsec = 50000}, NULL); }
 #endif
 
 #if defined(CA_TESTING) || defined(CA_ASSERTS)

@@ -50,6 +50,7 @@ typedef struct ca_debug_s {
   bool tcache_none_is_a_cache;  /* a thread without a front cache takes the shared empty one for its own */
   bool tcache_trust_slot;       /* a front-cache hit believes its block's held entry is still there */
   bool tcache_held_one_way;     /* the blocks a thread holds are remembered in way 0 alone (tcache.c held_slot) */
+  bool tcache_miss_pause;       /* a front-cache miss sleeps 50 us once it has let its cache go: a flush's window held open */
   bool churn_moves_all;         /* growths move pages however often they came back (churn.c) */
   bool churn_no_cap;            /* pages that came back stay however much memory is reserved (churn.c) */
   bool churn_reset_cap;         /* cudalloc_reset_peaks lowers the cap on pages that stay (churn.c) */
@@ -72,9 +73,12 @@ typedef struct ca_debug_s {
 extern ca_debug_t ca_debug;
 #define CA_DEBUG(sw) (ca_debug.sw)
 #define CA_DEBUG_TALLY(n) __atomic_add_fetch(&ca_debug.n, 1, __ATOMIC_RELAXED)
+/* What tcache_miss_pause does: a short sleep. */
+void ca_debug_pause(void);
 #else
 #define CA_DEBUG(sw) false
 #define CA_DEBUG_TALLY(n) ((void)0)
+static inline void ca_debug_pause(void) {}
 #endif
 
 /* Internal assertions: checked in the test and sanitizer builds, compiled

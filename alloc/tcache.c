@@ -394,9 +394,11 @@ static __attribute__((noinline)) ca_block_t *take_large(tc_list_t *l, unsigned c
  * CA_TCACHE_MAX_SIZE (a constant in each caller, so that the small hit's
  * code has no branch of the large classes). fast: no call on the way (the
  * fronts' inline try, tcache.h); what would need one sets *slow instead,
- * before anything changed, for the full try to answer. */
+ * before anything changed, for the full try to answer. left (non-NULL): on
+ * a miss, whether the list looked at still holds blocks, read before the
+ * cache is let go (a flusher may take them right after). */
 HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t stream, void *site, bool large,
-                              bool fast, bool near, bool *slow) {
+                              bool fast, bool near, bool *slow, bool *left) {
   if (!(fast || (has_cache(c) && usable()))) return NULL;
   stream = ca_stream_normal(stream);
   unsigned cls = 0;
@@ -422,7 +424,9 @@ HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t 
     /* blocks of the class from other sites: a trim's business too (the
      * near try's miss was counted by the inline try before it) */
     if (l && !large && l->head[cls] && !(fast && near)) c->refused += size;
+    if (left) *left = l && l->blocks;
     unhold(c);
+    if (CA_DEBUG(tcache_miss_pause)) ca_debug_pause();   /* from here, another thread's flush may take the list's blocks */
     return NULL;
   }
   rehold_block(c, b, dev);
@@ -444,7 +448,7 @@ HOT ca_block_t *tcache_malloc(ca_tcache_t *c, int dev, size_t size, ca_stream_t 
 
 static __attribute__((noinline)) ca_block_t *tcache_malloc_large(ca_tcache_t *c, int dev, size_t size,
                                                                   ca_stream_t stream, void *site) {
-  return tcache_malloc(c, dev, size, stream, site, true, false, false, NULL);
+  return tcache_malloc(c, dev, size, stream, site, true, false, false, NULL, NULL);
 }
 
 /* thread_cache_large_mb's blocks (tested before any call: while they are
@@ -463,7 +467,7 @@ HOT void handed_out(ca_tcache_t *c, ca_block_t *b, void **ptr, size_t size, void
 
 bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller) {
   ca_tcache_t *c = me();   /* once: in the shared library each access is a __tls_get_addr call */
-  ca_block_t *b = size <= CA_TCACHE_MAX_SIZE ? tcache_malloc(c, dev, size, stream, site, false, false, true, NULL)
+  ca_block_t *b = size <= CA_TCACHE_MAX_SIZE ? tcache_malloc(c, dev, size, stream, site, false, false, true, NULL, NULL)
                   : cacheable_large(size)    ? tcache_malloc_large(c, dev, size, stream, site)
                                              : NULL;
   if (!b) return false;
@@ -473,16 +477,17 @@ bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *s
 
 /* The inline try (near false) and the near try: a hit handed out, or what
  * the miss leaves to whom. The inline one's miss goes to the near try when
- * a class above may hold a block (the list it looked at, its last, holds
- * some, and the request is of a class that has near ones). */
+ * a class above may hold a block (the list it looked at held some when
+ * the miss let the cache go, and the request is of a class that has near
+ * ones). */
 HOT ca_tcache_try_t small_try(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller,
                               bool near) {
   ca_tcache_t *c = me();
-  bool slow = false;
-  ca_block_t *b = tcache_malloc(c, dev, size, stream, site, false, true, near, &slow);
+  bool slow = false, left = false;
+  ca_block_t *b = tcache_malloc(c, dev, size, stream, site, false, true, near, &slow, &left);
   if (!b) {
     if (slow) return CA_TCACHE_FULL;
-    bool may_near = !near && size > CA_TCACHE_NEAR_FROM * CA_MIN_BLOCK && last_list(c)->blocks;
+    bool may_near = !near && size > CA_TCACHE_NEAR_FROM * CA_MIN_BLOCK && left;
     return may_near ? CA_TCACHE_NEAR : CA_TCACHE_CORE;
   }
   handed_out(c, b, ptr, size, caller);

@@ -188,3 +188,51 @@ Test(core_tcache_near, requests_near_cached_sizes_hit) {
   for (int i = 0; i < 16; i++) free_on(live[i], s);
   CHECK_CONSISTENT();
 }
+
+/* The inline try's miss tells whether its list still holds blocks (a near
+ * try may find one there) before it lets the thread's cache go: another
+ * thread's flush may take them from then on. The count was read after the
+ * let-go, a data race with the flush (flush_lists) that ThreadSanitizer
+ * found in test_stress_threads' many-streams run. Here one thread misses
+ * near a cached block, pausing after each let-go (the test-only switch
+ * tcache_miss_pause holds the window open), while another empties every
+ * cache: under make test-tsan the read after the let-go is reported. */
+#define RACING_ROUNDS 400
+static struct {
+  ca_stream_t s;
+  int done;
+} racing;
+
+static void *miss_near_a_cached_block(void *arg) {
+  (void)arg;
+  for (int i = 0; i < RACING_ROUNDS; i++) {
+    free_on(alloc_on(64 * KiB, racing.s), racing.s);   /* cached: its list holds a block */
+    void *p = alloc_elsewhere(8 * KiB, racing.s);       /* a miss whose class has near ones */
+    cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);  /* to the core: the next one misses again */
+  }
+  __atomic_store_n(&racing.done, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+Test(core_tcache_near, a_miss_reads_its_list_before_a_flush_may_empty_it) {
+  core_start("sim_events:auto");
+  racing.s = new_stream();
+  racing.done = 0;
+  ca_debug.tcache_miss_pause = true;
+  uint64_t near = ca_debug.tcache_near_tries, hits = ca_debug.tcache_hits;
+  pthread_t t;
+  cr_assert_eq(pthread_create(&t, NULL, miss_near_a_cached_block, NULL), 0);
+  int empties = 0;
+  while (!__atomic_load_n(&racing.done, __ATOMIC_ACQUIRE)) {
+    cr_assert_eq(cudalloc_empty_cache(), cudaSuccess);
+    empties++;
+  }
+  pthread_join(t, NULL);
+  ca_debug.tcache_miss_pause = false;
+  cr_assert_gt(empties, 0);
+  cr_assert_gt(ca_debug.tcache_near_tries, near, "no miss went to the near try: the read under test never ran");
+  cr_assert_gt(ca_debug.tcache_hits, hits, "the 64 KiB block was never taken back from the cache");
+  CHECK_CONSISTENT();
+  cr_assert_eq(cudalloc_empty_cache(), cudaSuccess);
+  cr_assert_eq(stats0().allocated_bytes.current, 0);
+}

@@ -2,7 +2,9 @@
  * on its own stream and writes a cookie (its id, a sequence number, a
  * pattern) over the head and tail of each block; blocks are handed to
  * other threads through a mailbox and freed there, on the freeing
- * thread's stream (a cross-stream free) or with cudaFree's promise. A
+ * thread's stream (a cross-stream free) or with cudaFree's promise; in the
+ * many-streams run each worker turns over six streams and also frees small
+ * blocks of its own (front-cache frees), while the caches are emptied. A
  * "device" thread completes the simulated streams' work at random, so
  * fences seal and complete while the workers run. A cookie that changed
  * between allocation and free means two live blocks overlapped. Run under
@@ -15,6 +17,7 @@
 #define ROUNDS 4000
 #define MAILBOX 16
 #define COOKIE 48
+#define LANES 6       /* streams per worker in the many-streams run */
 
 typedef struct cookie_s {
   uint32_t owner, seq;
@@ -26,8 +29,11 @@ static struct {
   void *slot[MAILBOX];
 } mailbox = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static ca_stream_t streams[WORKERS];
+static ca_stream_t streams[WORKERS][LANES];
+static int lanes = 1;   /* streams each worker allocates and frees on, in turn */
 static int running;
+static bool emptying;   /* a thread empties every cache while the workers run */
+static int empties;     /* how often it did */
 
 static size_t cookie_len(size_t size) { return size < COOKIE ? size : COOKIE; }
 
@@ -60,13 +66,15 @@ typedef struct worker_s {
   int broken, failed;
 } worker_t;
 
+static ca_stream_t lane_of(const worker_t *w, uint64_t r) { return streams[w->id][r % (uint64_t)lanes]; }
+
 static size_t block_size(uint64_t r) { return r % 8 ? 24 + (r >> 8) % 60000 : (1u << 20) + (r >> 8) % (3u << 20); }
 
 static void release(worker_t *w, void *p, uint64_t r) {
   cookie_t c;
   memcpy(&c, p, sizeof c);
   if (!intact(p, c.size)) w->broken++;
-  cudaError_t err = r % 3 ? cudalloc_free(p, (cudaStream_t)streams[w->id]) : cudalloc_free_sync(p);
+  cudaError_t err = r % 3 ? cudalloc_free(p, (cudaStream_t)lane_of(w, r >> 2)) : cudalloc_free_sync(p);
   if (err != cudaSuccess) w->failed++;
 }
 
@@ -76,7 +84,7 @@ static void *worker(void *arg) {
     uint64_t r = rng_next(&w->rng);
     size_t size = block_size(r);
     void *p = NULL;
-    if (cudalloc_malloc(&p, size, (cudaStream_t)streams[w->id]) != cudaSuccess) {
+    if (cudalloc_malloc(&p, size, (cudaStream_t)lane_of(w, r >> 4)) != cudaSuccess) {
       w->failed++;
       continue;
     }
@@ -87,6 +95,17 @@ static void *worker(void *arg) {
     mailbox.slot[k] = p;
     pthread_mutex_unlock(&mailbox.lock);
     if (other) release(w, other, r >> 20);
+    /* sometimes freed where it was made, on the thread's own streams: front-cache frees */
+    if (lanes > 1 && r % 4 == 0) {
+      size_t small = 24 + (r >> 12) % 8000;
+      void *mine = NULL;
+      if (cudalloc_malloc(&mine, small, (cudaStream_t)lane_of(w, r >> 6)) != cudaSuccess) {
+        w->failed++;
+      } else {
+        stamp(mine, small, w->id, seq);
+        release(w, mine, r >> 24);
+      }
+    }
   }
   return NULL;
 }
@@ -94,8 +113,14 @@ static void *worker(void *arg) {
 static void *device(void *arg) {
   uint64_t rng = (uint64_t)(uintptr_t)arg;
   while (__atomic_load_n(&running, __ATOMIC_ACQUIRE)) {
-    ca_sim_stream_complete(streams[rng_next(&rng) % WORKERS]);
+    uint64_t r = rng_next(&rng);
+    ca_sim_stream_complete(streams[r % WORKERS][(r >> 8) % (uint64_t)lanes]);
     if (rng_next(&rng) % 8 == 0) ca_sim_stream_complete(CA_STREAM_LEGACY);
+    /* every thread's cache back to the core, from outside: flushes race the owners' hits */
+    if (emptying && r % 16 == 0) {
+      if (cudalloc_empty_cache() != cudaSuccess) __atomic_store_n(&running, -1, __ATOMIC_RELEASE);
+      empties++;
+    }
     sched_yield();
   }
   return NULL;
@@ -103,13 +128,16 @@ static void *device(void *arg) {
 
 TestSuite(stress_threads, .fini = cudalloc_shutdown, .timeout = 300);
 
-static void stress(const char *conf) {
+static void stress_on(const char *conf, int nlanes, bool empty) {
   SKIP_ON_CUDA("the simulated device's manual events");
   core_start(conf);
-  for (int i = 0; i < WORKERS; i++) {
-    streams[i] = test_stream(i % 2);
-    ca_stream_created(streams[i], i % 2);
-  }
+  lanes = nlanes, emptying = empty, empties = 0;
+  uint64_t hits = ca_debug.tcache_hits;
+  for (int i = 0; i < WORKERS; i++)
+    for (int k = 0; k < lanes; k++) {
+      streams[i][k] = test_stream((i + k) % 2);
+      ca_stream_created(streams[i][k], (i + k) % 2);
+    }
   worker_t w[WORKERS];
   pthread_t t[WORKERS], dev;
   __atomic_store_n(&running, 1, __ATOMIC_RELEASE);
@@ -119,8 +147,11 @@ static void stress(const char *conf) {
     pthread_create(&t[i], NULL, worker, &w[i]);
   }
   for (int i = 0; i < WORKERS; i++) pthread_join(t[i], NULL);
-  __atomic_store_n(&running, 0, __ATOMIC_RELEASE);
+  bool empty_failed = __atomic_exchange_n(&running, 0, __ATOMIC_ACQ_REL) < 0;
   pthread_join(dev, NULL);
+  cr_expect_not(empty_failed, "cudalloc_empty_cache failed while the workers ran");
+  cr_expect(!empty || empties > 0, "the caches were never emptied while the workers ran");
+  cr_expect_gt(ca_debug.tcache_hits, hits, "no request was served by a front cache: the run tests the core alone");
   worker_t last = {.id = 0};
   for (int k = 0; k < MAILBOX; k++)
     if (mailbox.slot[k]) release(&last, mailbox.slot[k], 1), mailbox.slot[k] = NULL;
@@ -135,7 +166,17 @@ static void stress(const char *conf) {
   cr_assert_eq(s.num_allocs.total, s.num_frees.total);
 }
 
+static void stress(const char *conf) { stress_on(conf, 1, false); }
+
 Test(stress_threads, blocks_cross_threads_and_streams) { stress("sim_events:manual,sim_capacity_mb:512"); }
+
+/* Each thread on six streams, its front cache small enough to refuse and
+ * trim (a cap for each of up to four streams' lists), while another thread
+ * empties every cache: the caches' lists, held entries and caps change
+ * under their owners' hits and frees. */
+Test(stress_threads, many_streams_a_thread_while_caches_are_emptied) {
+  stress_on("sim_events:manual,sim_capacity_mb:512,thread_cache_kb:64,thread_cache_streams:4", LANES, true);
+}
 
 Test(stress_threads, blocks_cross_threads_and_streams_classic) {
   stress("sim_events:manual,sim_capacity_mb:512,expandable_segments:false");
