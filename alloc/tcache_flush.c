@@ -185,12 +185,23 @@ size_t ca_tcache_flush_mine(ca_device_t *d) {
   return bytes;
 }
 
+/* The refused large frees reached the large cap (none is refused while it
+ * is 0: thread_cache_large_mb off). The owner alone writes the pressure:
+ * read unheld. */
+static bool large_pressure(const ca_tcache_t *c) {
+  return large_capacity() && c->refused_large >= large_capacity();
+}
+
 /* Small and large blocks are trimmed apart, each when its own pressure
  * reaches its own cap: a few refused MiB-sized frees must not empty the
  * small lists that the program reuses. */
 static __attribute__((noinline)) void trim(ca_device_t *d, ca_tcache_t *c) {
-  bool small = c->refused >= c->room[0], large = c->bytes[1] && c->refused_large >= large_capacity();
-  hold(c);
+  hold(c);   /* before bytes is read: another thread's flush changes it */
+  bool small = c->refused >= c->room[0], large = c->bytes[1] && large_pressure(c);
+  if (!small && !large) {   /* pressure on the large cap, and no large block cached (yet) */
+    unhold(c);
+    return;
+  }
   bool foreign_small = false, foreign_large = false;
   if (small) c->refused = 0, flush_lists(d, c, NULL, true, 0, CA_TCACHE_SMALL_CLASSES, &foreign_small);
   if (large) c->refused_large = 0, flush_lists(d, c, NULL, true, CA_TCACHE_SMALL_CLASSES, CA_TCACHE_CLASSES, &foreign_large);
@@ -223,7 +234,7 @@ void ca_tcache_trim_siblings(ca_device_t *d) {
 bool ca_tcache_trim(ca_device_t *d) {
   ca_tcache_t *c = me();
   if (!has_cache(c) || CA_DEBUG(tcache_no_trim)) return false;
-  if (c->refused < c->room[0] && !(c->bytes[1] && c->refused_large >= large_capacity())) return false;
+  if (c->refused < c->room[0] && !large_pressure(c)) return false;
   trim(d, c);
   return c->trim_siblings != 0;
 }

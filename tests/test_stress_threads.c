@@ -3,8 +3,9 @@
  * pattern) over the head and tail of each block; blocks are handed to
  * other threads through a mailbox and freed there, on the freeing
  * thread's stream (a cross-stream free) or with cudaFree's promise; in the
- * many-streams run each worker turns over six streams and also frees small
- * blocks of its own (front-cache frees), while the caches are emptied. A
+ * many-streams run each worker turns over six streams, frees small blocks
+ * of its own (front-cache frees) and renews a stream of its own, while the
+ * "device" thread disturbs every cache (stress_on's test says how). A
  * "device" thread completes the simulated streams' work at random, so
  * fences seal and complete while the workers run. A cookie that changed
  * between allocation and free means two live blocks overlapped. Run under
@@ -32,8 +33,10 @@ static struct {
 static ca_stream_t streams[WORKERS][LANES];
 static int lanes = 1;   /* streams each worker allocates and frees on, in turn */
 static int running;
-static bool emptying;   /* a thread empties every cache while the workers run */
-static int empties;     /* how often it did */
+static bool disturbing; /* the many-streams run's disturbances (device() and worker()) */
+#define DISTURBANCES 5
+static int disturbed[DISTURBANCES];   /* how often device() made each */
+static int disturb_failed;            /* and how often one failed */
 
 static size_t cookie_len(size_t size) { return size < COOKIE ? size : COOKIE; }
 
@@ -63,7 +66,10 @@ static bool intact(const unsigned char *p, size_t size) {
 typedef struct worker_s {
   uint32_t id;
   uint64_t rng;
+  uint32_t rounds;
   int broken, failed;
+  ca_stream_t own;   /* a stream the worker alone uses, destroyed and made again */
+  int renewed;
 } worker_t;
 
 static ca_stream_t lane_of(const worker_t *w, uint64_t r) { return streams[w->id][r % (uint64_t)lanes]; }
@@ -78,9 +84,38 @@ static void release(worker_t *w, void *p, uint64_t r) {
   if (err != cudaSuccess) w->failed++;
 }
 
+/* The worker's own stream goes (its cached blocks with it) and a new one
+ * comes, while other threads' flushes run. */
+static void renew_own_stream(worker_t *w) {
+  if (w->own) {
+    ca_stream_destroyed(w->own);
+    if (ca_sim_stream_destroy(w->own) != CUDA_SUCCESS) w->failed++;
+  }
+  if (ca_sim_stream_create(&w->own, w->id % 2) != CUDA_SUCCESS) w->failed++;
+  ca_stream_created(w->own, w->id % 2);
+  w->renewed++;
+}
+
+/* A small block on the worker's own stream, freed there: a front-cache pair. */
+static void own_pair(worker_t *w, uint64_t r, uint32_t seq) {
+  size_t small = 24 + (r >> 12) % 8000;
+  void *p = NULL;
+  if (cudalloc_malloc(&p, small, (cudaStream_t)w->own) != cudaSuccess) {
+    w->failed++;
+    return;
+  }
+  stamp(p, small, w->id, seq);
+  if (!intact(p, small)) w->broken++;
+  if (cudalloc_free(p, (cudaStream_t)w->own) != cudaSuccess) w->failed++;
+}
+
 static void *worker(void *arg) {
   worker_t *w = arg;
-  for (uint32_t seq = 0; seq < ROUNDS; seq++) {
+  if (disturbing) {
+    ca_sim_thread_init();   /* the device's context current here, as a program's thread makes it */
+    renew_own_stream(w);
+  }
+  for (uint32_t seq = 0; seq < w->rounds; seq++) {
     uint64_t r = rng_next(&w->rng);
     size_t size = block_size(r);
     void *p = NULL;
@@ -106,8 +141,33 @@ static void *worker(void *arg) {
         release(w, mine, r >> 24);
       }
     }
+    if (disturbing) {
+      own_pair(w, r >> 8, seq);
+      if (seq % 256 == 255) renew_own_stream(w);
+    }
   }
+  if (disturbing) renew_own_stream(w), ca_stream_destroyed(w->own), ca_sim_stream_destroy(w->own);
   return NULL;
+}
+
+/* What another thread does to the caches while the workers run: empties
+ * them, folds their counts into the statistics, checks the invariants,
+ * writes the reports (which hold every cache still) and ends a step. */
+static bool disturb(uint64_t r) {
+  static FILE *sink;
+  cudalloc_stats_t st;
+  int kind = (int)(r % DISTURBANCES);
+  disturbed[kind]++;
+  switch (kind) {
+  case 0: return cudalloc_empty_cache() == cudaSuccess;
+  case 1: return cudalloc_get_stats(0, &st) == cudaSuccess && st.allocated_bytes.current >= 0;
+  case 2: return cudalloc_check() == 0;
+  case 3:
+    if (!sink && !(sink = fopen("/dev/null", "w"))) return false;
+    cudalloc_report(sink);
+    return true;
+  default: cudalloc_step(); return true;
+  }
 }
 
 static void *device(void *arg) {
@@ -116,11 +176,7 @@ static void *device(void *arg) {
     uint64_t r = rng_next(&rng);
     ca_sim_stream_complete(streams[r % WORKERS][(r >> 8) % (uint64_t)lanes]);
     if (rng_next(&rng) % 8 == 0) ca_sim_stream_complete(CA_STREAM_LEGACY);
-    /* every thread's cache back to the core, from outside: flushes race the owners' hits */
-    if (emptying && r % 16 == 0) {
-      if (cudalloc_empty_cache() != cudaSuccess) __atomic_store_n(&running, -1, __ATOMIC_RELEASE);
-      empties++;
-    }
+    if (disturbing && r % 16 == 0 && !disturb(r >> 16)) disturb_failed++;   /* every cache, from outside */
     sched_yield();
   }
   return NULL;
@@ -128,37 +184,48 @@ static void *device(void *arg) {
 
 TestSuite(stress_threads, .fini = cudalloc_shutdown, .timeout = 300);
 
-static void stress_on(const char *conf, int nlanes, bool empty) {
+static void stress_on(const char *conf, int nlanes, bool disturb_them) {
   SKIP_ON_CUDA("the simulated device's manual events");
   core_start(conf);
-  lanes = nlanes, emptying = empty, empties = 0;
+  lanes = nlanes, disturbing = disturb_them, disturb_failed = 0;
+  memset(disturbed, 0, sizeof disturbed);
   uint64_t hits = ca_debug.tcache_hits;
   for (int i = 0; i < WORKERS; i++)
     for (int k = 0; k < lanes; k++) {
       streams[i][k] = test_stream((i + k) % 2);
       ca_stream_created(streams[i][k], (i + k) % 2);
     }
-  worker_t w[WORKERS];
+  /* The many-streams run's workers come in two waves: the first ones exit
+   * (their caches with them) while blocks they made wait in the mailbox and
+   * other threads' flushes run. */
+  int waves = disturbing ? 2 : 1;
+  worker_t w[2][WORKERS];
   pthread_t t[WORKERS], dev;
   __atomic_store_n(&running, 1, __ATOMIC_RELEASE);
   pthread_create(&dev, NULL, device, (void *)(uintptr_t)99);
-  for (int i = 0; i < WORKERS; i++) {
-    w[i] = (worker_t){.id = (uint32_t)i, .rng = 500 + (uint64_t)i};
-    pthread_create(&t[i], NULL, worker, &w[i]);
+  for (int v = 0; v < waves; v++) {
+    for (int i = 0; i < WORKERS; i++) {
+      w[v][i] = (worker_t){.id = (uint32_t)i, .rng = 500 + (uint64_t)(v * WORKERS + i), .rounds = ROUNDS / (uint32_t)waves};
+      pthread_create(&t[i], NULL, worker, &w[v][i]);
+    }
+    for (int i = 0; i < WORKERS; i++) pthread_join(t[i], NULL);
   }
-  for (int i = 0; i < WORKERS; i++) pthread_join(t[i], NULL);
-  bool empty_failed = __atomic_exchange_n(&running, 0, __ATOMIC_ACQ_REL) < 0;
+  __atomic_store_n(&running, 0, __ATOMIC_RELEASE);
   pthread_join(dev, NULL);
-  cr_expect_not(empty_failed, "cudalloc_empty_cache failed while the workers ran");
-  cr_expect(!empty || empties > 0, "the caches were never emptied while the workers ran");
+  for (int k = 0; disturbing && k < DISTURBANCES; k++)
+    cr_expect_gt(disturbed[k], 0, "disturbance %d never ran while the workers did", k);
+  cr_expect_eq(disturb_failed, 0, "%d disturbances failed while the workers ran", disturb_failed);
   cr_expect_gt(ca_debug.tcache_hits, hits, "no request was served by a front cache: the run tests the core alone");
   worker_t last = {.id = 0};
   for (int k = 0; k < MAILBOX; k++)
     if (mailbox.slot[k]) release(&last, mailbox.slot[k], 1), mailbox.slot[k] = NULL;
-  for (int i = 0; i < WORKERS; i++) {
-    cr_expect_eq(w[i].broken, 0, "worker %d found %d blocks whose cookie changed", i, w[i].broken);
-    cr_expect_eq(w[i].failed, 0, "worker %d saw %d failed calls", i, w[i].failed);
-  }
+  for (int v = 0; v < waves; v++)
+    for (int i = 0; i < WORKERS; i++) {
+      worker_t *x = &w[v][i];
+      cr_expect_eq(x->broken, 0, "worker %d.%d found %d blocks whose cookie changed", v, i, x->broken);
+      cr_expect_eq(x->failed, 0, "worker %d.%d saw %d failed calls", v, i, x->failed);
+      cr_expect(!disturbing || x->renewed > 1, "worker %d.%d never made its own stream again", v, i);
+    }
   cr_assert_eq(last.broken + last.failed, 0);
   CHECK_CONSISTENT();
   cudalloc_stats_t s = stats0();
@@ -170,12 +237,16 @@ static void stress(const char *conf) { stress_on(conf, 1, false); }
 
 Test(stress_threads, blocks_cross_threads_and_streams) { stress("sim_events:manual,sim_capacity_mb:512"); }
 
-/* Each thread on six streams, its front cache small enough to refuse and
- * trim (a cap for each of up to four streams' lists), while another thread
- * empties every cache: the caches' lists, held entries and caps change
- * under their owners' hits and frees. */
-Test(stress_threads, many_streams_a_thread_while_caches_are_emptied) {
-  stress_on("sim_events:manual,sim_capacity_mb:512,thread_cache_kb:64,thread_cache_streams:4", LANES, true);
+/* Each thread on six streams and one of its own that it destroys and
+ * makes again, its front cache small enough to refuse and trim (a cap for
+ * each of up to four streams' lists) and its large classes on (blocks of 1
+ * to 4 MiB are cached too), threads that exit halfway, while
+ * another thread empties every cache, reads the statistics, checks the
+ * invariants, writes the reports and ends steps: the caches' lists, held
+ * entries and caps change under their owners' hits and frees. */
+Test(stress_threads, many_streams_a_thread_while_caches_are_disturbed) {
+  stress_on("sim_events:manual,sim_capacity_mb:512,thread_cache_kb:64,thread_cache_streams:4,thread_cache_large_mb:16",
+            LANES, true);
 }
 
 Test(stress_threads, blocks_cross_threads_and_streams_classic) {
