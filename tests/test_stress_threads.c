@@ -34,7 +34,7 @@ static ca_stream_t streams[WORKERS][LANES];
 static int lanes = 1;   /* streams each worker allocates and frees on, in turn */
 static int running;
 static bool disturbing; /* the many-streams run's disturbances (device() and worker()) */
-#define DISTURBANCES 5
+#define DISTURBANCES 7
 static int disturbed[DISTURBANCES];   /* how often device() made each */
 static int disturb_failed;            /* and how often one failed */
 
@@ -106,6 +106,9 @@ static void own_pair(worker_t *w, uint64_t r, uint32_t seq) {
   }
   stamp(p, small, w->id, seq);
   if (!intact(p, small)) w->broken++;
+  void *base = NULL;
+  size_t range = 0;   /* asked with every cache held still, while the other workers hit */
+  if (cudalloc_get_address_range(p, &base, &range) != cudaSuccess || base != p || range != small) w->failed++;
   if (cudalloc_free(p, (cudaStream_t)w->own) != cudaSuccess) w->failed++;
 }
 
@@ -152,7 +155,8 @@ static void *worker(void *arg) {
 
 /* What another thread does to the caches while the workers run: empties
  * them, folds their counts into the statistics, checks the invariants,
- * writes the reports (which hold every cache still) and ends a step. */
+ * writes the reports (which hold every cache still), ends a step, resets
+ * the peaks and prints the statistics. */
 static bool disturb(uint64_t r) {
   static FILE *sink;
   cudalloc_stats_t st;
@@ -166,7 +170,12 @@ static bool disturb(uint64_t r) {
     if (!sink && !(sink = fopen("/dev/null", "w"))) return false;
     cudalloc_report(sink);
     return true;
-  default: cudalloc_step(); return true;
+  case 4: cudalloc_step(); return true;
+  case 5: cudalloc_reset_peaks(); return true;
+  default:
+    if (!sink && !(sink = fopen("/dev/null", "w"))) return false;
+    cudalloc_print_stats(sink);
+    return true;
   }
 }
 
@@ -242,8 +251,9 @@ Test(stress_threads, blocks_cross_threads_and_streams) { stress("sim_events:manu
  * each of up to four streams' lists) and its large classes on (blocks of 1
  * to 4 MiB are cached too), threads that exit halfway, while
  * another thread empties every cache, reads the statistics, checks the
- * invariants, writes the reports and ends steps: the caches' lists, held
- * entries and caps change under their owners' hits and frees. */
+ * invariants, writes the reports, ends steps, resets the peaks and prints
+ * the statistics, and the workers ask their blocks' ranges: the caches'
+ * lists, held entries and caps change under their owners' hits and frees. */
 Test(stress_threads, many_streams_a_thread_while_caches_are_disturbed) {
   stress_on("sim_events:manual,sim_capacity_mb:512,thread_cache_kb:64,thread_cache_streams:4,thread_cache_large_mb:16",
             LANES, true);
