@@ -530,6 +530,69 @@ Test(pinned, threads_allocate_and_free_at_once) {
   CHECK_CONSISTENT();
 }
 
+/* The same churn with copies in flight: each thread's copies on a stream
+ * of its own (cudaMemcpyAsync from a pinned block), completed now and then
+ * by the thread, while another thread empties the caches, reads the
+ * statistics, checks the invariants and prints the statistics. Under
+ * make test-tsan, so that the pinned arena's waiting blocks, events and
+ * statistics are looked at from every side at once. */
+static int pinned_running;
+static void *churn_with_copies(void *arg) {
+  uint64_t rng = (uint64_t)(uintptr_t)arg;
+  ca_sim_thread_init();   /* the device's context current here, as a program's thread makes it */
+  ca_stream_t s = test_stream(true);
+  ca_stream_created(s, true);
+  void *dev = NULL;
+  cr_assert_eq(cudalloc_malloc(&dev, 256 * 1024, (cudaStream_t)s), cudaSuccess);
+  void *p[32] = {0};
+  for (int i = 0; i < 3000; i++) {
+    int k = (int)(rng_next(&rng) % 32);
+    if (p[k]) cr_assert_eq(ca_host_free(p[k]), CUDA_SUCCESS);
+    size_t size = mixed_size(&rng) % (256 * 1024) + 1;
+    p[k] = host_alloc(size);
+    *(volatile char *)p[k] = 1;
+    if (rng_next(&rng) % 2) ca_host_copy_issued(dev, p[k], size, s);   /* cudaMemcpyAsync(dev, p[k], size, s) */
+    if (rng_next(&rng) % 16 == 0) ca_sim_stream_complete(s);
+  }
+  for (int k = 0; k < 32; k++) ca_host_free(p[k]);
+  ca_sim_stream_complete(s);
+  cr_assert_eq(cudalloc_free(dev, (cudaStream_t)s), cudaSuccess);
+  return NULL;
+}
+
+static void *disturb_pinned(void *arg) {
+  int *turns = arg;
+  FILE *sink = fopen("/dev/null", "w");
+  cr_assert_not_null(sink);
+  while (__atomic_load_n(&pinned_running, __ATOMIC_ACQUIRE)) {
+    cudalloc_pinned_stats_t st;
+    switch ((*turns)++ % 4) {
+    case 0: cr_assert_eq(cudalloc_empty_cache(), cudaSuccess); break;
+    case 1: cr_assert_eq(cudalloc_get_pinned_stats(&st), cudaSuccess); cr_assert_geq(st.pinned_waiting_bytes.current, 0); break;
+    case 2: cr_assert_eq(cudalloc_check(), 0); break;
+    default: cudalloc_print_stats(sink); break;
+    }
+  }
+  fclose(sink);
+  return NULL;
+}
+
+Test(pinned, threads_with_copies_in_flight_while_caches_are_emptied) {
+  core_start("sim_events:manual");
+  pthread_t t[4], other;
+  int turns = 0;
+  __atomic_store_n(&pinned_running, 1, __ATOMIC_RELEASE);
+  pthread_create(&other, NULL, disturb_pinned, &turns);
+  for (uintptr_t i = 0; i < 4; i++) pthread_create(&t[i], NULL, churn_with_copies, (void *)(i + 7));
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  __atomic_store_n(&pinned_running, 0, __ATOMIC_RELEASE);
+  pthread_join(other, NULL);
+  cr_assert_geq(turns, 4, "each disturbance ran while the threads did");
+  cr_assert_gt(pstats().pinned_copies_tracked.total, 0);
+  cr_assert_eq(pstats().pinned_num_live_blocks.current, 0);
+  CHECK_CONSISTENT();
+}
+
 /* The simulated machine's pinned memory: a capacity, whole allocations
  * given back, anything else refused and counted as a broken rule. */
 Test(pinned, the_simulated_device_pins_as_the_driver_does) {
