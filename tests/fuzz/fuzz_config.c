@@ -32,6 +32,11 @@ static void check_ranges(const ca_config_t *c) {
   REQUIRE(c->sim.fail_count <= CA_BACKEND_MAX_FAULTS);
   for (unsigned i = 0; i < c->sim.fail_count; i++) REQUIRE((unsigned)c->sim.fail[i].op < CA_OP_COUNT);
   REQUIRE(c->sim.fail_rate >= 0 && c->sim.fail_rate <= 1);
+  /* the front cache's caps (tcache_layout.h multiplies them: small_room) and the arenas */
+  REQUIRE(c->thread_cache_kb <= (1u << 20) && c->thread_cache_large_mb <= (1u << 20));
+  REQUIRE(c->thread_cache_streams >= 1 && c->thread_cache_streams <= 128);
+  REQUIRE(c->arenas >= 1 && c->arenas <= CA_MAX_ARENAS);
+  REQUIRE(c->arena_spread == CA_SPREAD_CONTENDED || c->arena_spread == CA_SPREAD_FIRST);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -161,11 +161,15 @@ static void drain(run_t *r) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   run_t r = {.data = data, .size = size};
   const char *modes[] = {"expandable_segments:true", "expandable_segments:false"};
-  char conf[256];
+  /* the front cache as shipped, with its large classes on, or small enough
+   * that its caps refuse and trim (a cap for each of two streams) */
+  const char *caches[] = {"", ",thread_cache_large_mb:4", ",thread_cache_kb:16,thread_cache_streams:2", ""};
+  unsigned first = size ? data[0] : 0;
+  char conf[320];
   snprintf(conf, sizeof conf,
            "backend:sim,sim_capacity_mb:24,sim_granularity_kb:64,sim_events:lag,sim_lag_ops:64,quiet:true,"
-           "track:off,oom_report:off,%s",   /* out-of-memory is an expected outcome: no report files */
-           modes[size ? data[0] & 1 : 0]);
+           "track:off,oom_report:off,%s%s",   /* out-of-memory is an expected outcome: no report files */
+           modes[first & 1], caches[first >> 1 & 3]);
   REQUIRE(cudalloc_init(conf) == cudaSuccess, "init");
   ca_sim_thread_init(); /* a runtime thread's context: the default streams need one */
   r.streams[0] = 0;
