@@ -261,6 +261,45 @@ Test(trace, ring_keeps_exactly_the_last_n) {
   unlink(log_path);
 }
 
+/* Dumps of the ring while six threads record into it: each dump is a
+ * complete log of at most the ring's events, in strictly increasing time
+ * (the ring is copied under its lock while the threads go on). */
+Test(trace, ring_dumps_while_threads_record) {
+  start_recording("trace_ring:500,sim_capacity_mb:1024,sim_granularity_kb:2048");
+  void *p;   /* the device is set up before the threads start */
+  cr_assert_eq(cudalloc_malloc(&p, 1, NULL), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
+  pthread_t t[THREADS];
+  worker_t w[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    w[i] = (worker_t){.id = i, .stream = test_stream(i % 2), .rng = 91 + (uint64_t)i};
+    pthread_create(&t[i], NULL, work, &w[i]);
+  }
+  char dump[300];
+  snprintf(dump, sizeof dump, "%s.dump", log_path);
+  int dumps = 0;
+  for (int i = 0; i < 20; i++, dumps++) {
+    cr_assert_eq(cudalloc_trace_dump(dump), cudaSuccess);
+    ca_trace_data_t d;
+    read_log(dump, &d);
+    cr_assert(d.complete, "dump %d is not a complete log", i);
+    cr_assert(d.header.flags & CA_TRACE_FLAG_RING);
+    cr_assert_leq(d.nevents, 500);
+    for (size_t k = 1; k < d.nevents; k++)
+      cr_assert_gt(d.events[k].time_ns, d.events[k - 1].time_ns, "dump %d, event %zu", i, k);
+    ca_trace_data_free(&d);
+    usleep(500);
+  }
+  for (int i = 0; i < THREADS; i++) {
+    pthread_join(t[i], NULL);
+    cr_assert_eq(w[i].failures, 0, "thread %d: %d calls failed", i, w[i].failures);
+  }
+  cr_assert_eq(dumps, 20);
+  cudalloc_shutdown();
+  unlink(dump);
+  unlink(log_path);
+}
+
 Test(trace, ring_is_dumped_on_out_of_memory) {
   start_recording("trace_ring:50,sim_capacity_mb:64");
   void *p;
