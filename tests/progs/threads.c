@@ -1,6 +1,7 @@
 /* Many threads allocating and freeing at once, synchronously and on
  * streams of their own, each checking that its blocks keep their contents
- * (no block is handed to two threads). */
+ * (no block is handed to two threads). Half the sizes are small (up to
+ * 8 KiB), so that stream-ordered pairs go through the front caches. */
 #include "progs.h"
 
 #include <pthread.h>
@@ -32,7 +33,7 @@ static void *worker(void *arg) {
       CUDA_OK(r % 2 ? cudaFree(live[k]) : cudaFreeAsync(live[k], s));
       live[k] = NULL;
     } else {
-      size[k] = 1 + next_random(&seed) % (4u << 20);
+      size[k] = 1 + next_random(&seed) % (r % 4 < 2 ? 8u << 10 : 4u << 20);   /* half small: the front cache's */
       CUDA_OK(r % 3 ? cudaMalloc(&live[k], size[k]) : cudaMallocAsync(&live[k], size[k], s));
       CUDA_OK(cudaMemsetAsync(live[k], (int)(tag + (unsigned)k) & 0xff, size[k], s));
       CUDA_OK(cudaStreamSynchronize(s));
