@@ -113,28 +113,41 @@ static void *work(void *arg) {
   return NULL;
 }
 
-/* Six threads on six streams (half non-blocking), async and sync frees,
- * steps and cache releases from the main thread meanwhile; the threads
- * end before the log closes, so their buffers are written at thread exit. */
-static void record_threads(cudalloc_stats_t *s) {
-  void *p;   /* the device is set up before the first step, which marks only devices in use */
-  cr_assert_eq(cudalloc_malloc(&p, 1, NULL), cudaSuccess);
-  cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
+/* Six threads on six streams (half non-blocking), each running work(). */
+typedef struct {
   pthread_t t[THREADS];
   worker_t w[THREADS];
+} crew_t;
+
+static void crew_start(crew_t *c, uint64_t seed) {
+  void *p;   /* the device is set up first: a step marks only devices in use */
+  cr_assert_eq(cudalloc_malloc(&p, 1, NULL), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
   for (int i = 0; i < THREADS; i++) {
-    w[i] = (worker_t){.id = i, .stream = test_stream(i % 2), .rng = 77 + (uint64_t)i};
-    pthread_create(&t[i], NULL, work, &w[i]);
+    c->w[i] = (worker_t){.id = i, .stream = test_stream(i % 2), .rng = seed + (uint64_t)i};
+    pthread_create(&c->t[i], NULL, work, &c->w[i]);
   }
+}
+
+static void crew_join(crew_t *c) {
+  for (int i = 0; i < THREADS; i++) {
+    pthread_join(c->t[i], NULL);
+    cr_assert_eq(c->w[i].failures, 0, "thread %d: %d calls failed", i, c->w[i].failures);
+  }
+}
+
+/* The crew's async and sync frees, with steps and cache releases from the
+ * main thread meanwhile; the threads end before the log closes, so their
+ * buffers are written at thread exit. */
+static void record_threads(cudalloc_stats_t *s) {
+  crew_t crew;
+  crew_start(&crew, 77);
   for (int i = 0; i < 20; i++) {
     cudalloc_step();
     if (i % 5 == 0) cudalloc_empty_cache();
     usleep(1000);
   }
-  for (int i = 0; i < THREADS; i++) {
-    pthread_join(t[i], NULL);
-    cr_assert_eq(w[i].failures, 0, "thread %d: %d calls failed", i, w[i].failures);
-  }
+  crew_join(&crew);
   cudalloc_step();
   cr_assert_eq(cudalloc_get_stats(0, s), cudaSuccess);
 }
@@ -266,19 +279,11 @@ Test(trace, ring_keeps_exactly_the_last_n) {
  * (the ring is copied under its lock while the threads go on). */
 Test(trace, ring_dumps_while_threads_record) {
   start_recording("trace_ring:500,sim_capacity_mb:1024,sim_granularity_kb:2048");
-  void *p;   /* the device is set up before the threads start */
-  cr_assert_eq(cudalloc_malloc(&p, 1, NULL), cudaSuccess);
-  cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
-  pthread_t t[THREADS];
-  worker_t w[THREADS];
-  for (int i = 0; i < THREADS; i++) {
-    w[i] = (worker_t){.id = i, .stream = test_stream(i % 2), .rng = 91 + (uint64_t)i};
-    pthread_create(&t[i], NULL, work, &w[i]);
-  }
+  crew_t crew;
+  crew_start(&crew, 91);
   char dump[300];
   snprintf(dump, sizeof dump, "%s.dump", log_path);
-  int dumps = 0;
-  for (int i = 0; i < 20; i++, dumps++) {
+  for (int i = 0; i < 20; i++) {
     cr_assert_eq(cudalloc_trace_dump(dump), cudaSuccess);
     ca_trace_data_t d;
     read_log(dump, &d);
@@ -290,11 +295,7 @@ Test(trace, ring_dumps_while_threads_record) {
     ca_trace_data_free(&d);
     usleep(500);
   }
-  for (int i = 0; i < THREADS; i++) {
-    pthread_join(t[i], NULL);
-    cr_assert_eq(w[i].failures, 0, "thread %d: %d calls failed", i, w[i].failures);
-  }
-  cr_assert_eq(dumps, 20);
+  crew_join(&crew);
   cudalloc_shutdown();
   unlink(dump);
   unlink(log_path);
