@@ -86,25 +86,36 @@ static void release(worker_t *w, void *p, uint64_t r) {
 
 /* The worker's own stream goes (its cached blocks with it) and a new one
  * comes, while other threads' flushes run. */
+static void drop_own_stream(worker_t *w) {
+  ca_stream_destroyed(w->own);
+  if (ca_sim_stream_destroy(w->own) != CUDA_SUCCESS) w->failed++;
+  w->own = NULL;
+}
+
 static void renew_own_stream(worker_t *w) {
-  if (w->own) {
-    ca_stream_destroyed(w->own);
-    if (ca_sim_stream_destroy(w->own) != CUDA_SUCCESS) w->failed++;
-  }
+  if (w->own) drop_own_stream(w);
   if (ca_sim_stream_create(&w->own, w->id % 2) != CUDA_SUCCESS) w->failed++;
   ca_stream_created(w->own, w->id % 2);
   w->renewed++;
 }
 
+/* A small block on stream, stamped (NULL: the call failed, counted). */
+static void *small_block(worker_t *w, uint64_t r, uint32_t seq, ca_stream_t stream, size_t *size) {
+  void *p = NULL;
+  *size = 24 + r % 8000;
+  if (cudalloc_malloc(&p, *size, (cudaStream_t)stream) != cudaSuccess) {
+    w->failed++;
+    return NULL;
+  }
+  stamp(p, *size, w->id, seq);
+  return p;
+}
+
 /* A small block on the worker's own stream, freed there: a front-cache pair. */
 static void own_pair(worker_t *w, uint64_t r, uint32_t seq) {
-  size_t small = 24 + (r >> 12) % 8000;
-  void *p = NULL;
-  if (cudalloc_malloc(&p, small, (cudaStream_t)w->own) != cudaSuccess) {
-    w->failed++;
-    return;
-  }
-  stamp(p, small, w->id, seq);
+  size_t small;
+  void *p = small_block(w, r, seq, w->own, &small);
+  if (!p) return;
   if (!intact(p, small)) w->broken++;
   void *base = NULL;
   size_t range = 0;   /* asked with every cache held still, while the other workers hit */
@@ -134,22 +145,16 @@ static void *worker(void *arg) {
     pthread_mutex_unlock(&mailbox.lock);
     if (other) release(w, other, r >> 20);
     /* sometimes freed where it was made, on the thread's own streams: front-cache frees */
-    if (lanes > 1 && r % 4 == 0) {
-      size_t small = 24 + (r >> 12) % 8000;
-      void *mine = NULL;
-      if (cudalloc_malloc(&mine, small, (cudaStream_t)lane_of(w, r >> 6)) != cudaSuccess) {
-        w->failed++;
-      } else {
-        stamp(mine, small, w->id, seq);
-        release(w, mine, r >> 24);
-      }
-    }
+    size_t small;
+    void *mine;
+    if (lanes > 1 && r % 4 == 0 && (mine = small_block(w, r >> 12, seq, lane_of(w, r >> 6), &small)))
+      release(w, mine, r >> 24);
     if (disturbing) {
-      own_pair(w, r >> 8, seq);
+      own_pair(w, r >> 20, seq);
       if (seq % 256 == 255) renew_own_stream(w);
     }
   }
-  if (disturbing) renew_own_stream(w), ca_stream_destroyed(w->own), ca_sim_stream_destroy(w->own);
+  if (disturbing) drop_own_stream(w);
   return NULL;
 }
 
