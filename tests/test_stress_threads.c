@@ -13,6 +13,8 @@
 #include "core_testing.h"
 
 #include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 
 #define WORKERS 4
 #define ROUNDS 4000
@@ -34,7 +36,7 @@ static ca_stream_t streams[WORKERS][LANES];
 static int lanes = 1;   /* streams each worker allocates and frees on, in turn */
 static int running;
 static bool disturbing; /* the many-streams run's disturbances (device() and worker()) */
-#define DISTURBANCES 7
+#define DISTURBANCES 8
 static int disturbed[DISTURBANCES];   /* how often device() made each */
 static int disturb_failed;            /* and how often one failed */
 
@@ -161,7 +163,8 @@ static void *worker(void *arg) {
 /* What another thread does to the caches while the workers run: empties
  * them, folds their counts into the statistics, checks the invariants,
  * writes the reports (which hold every cache still), ends a step, resets
- * the peaks and prints the statistics. */
+ * the peaks, prints the statistics or raises the report signal (whose
+ * reports some thread's next allocation or free writes). */
 static bool disturb(uint64_t r) {
   static FILE *sink;
   cudalloc_stats_t st;
@@ -177,6 +180,7 @@ static bool disturb(uint64_t r) {
     return true;
   case 4: cudalloc_step(); return true;
   case 5: cudalloc_reset_peaks(); return true;
+  case 7: return kill(getpid(), SIGUSR2) == 0;
   default:
     if (!sink && !(sink = fopen("/dev/null", "w"))) return false;
     cudalloc_print_stats(sink);
@@ -256,12 +260,37 @@ Test(stress_threads, blocks_cross_threads_and_streams) { stress("sim_events:manu
  * each of up to four streams' lists) and its large classes on (blocks of 1
  * to 4 MiB are cached too), threads that exit halfway, while
  * another thread empties every cache, reads the statistics, checks the
- * invariants, writes the reports, ends steps, resets the peaks and prints
- * the statistics, and the workers ask their blocks' ranges: the caches'
+ * invariants, writes the reports, ends steps, resets the peaks, prints
+ * the statistics and asks for the reports by signal (SIGUSR2 to the
+ * process: any thread may take it, a worker in the middle of a hit
+ * included), and the workers ask their blocks' ranges: the caches'
  * lists, held entries and caps change under their owners' hits and frees. */
 Test(stress_threads, many_streams_a_thread_while_caches_are_disturbed) {
-  stress_on("sim_events:manual,sim_capacity_mb:512,thread_cache_kb:64,thread_cache_streams:4,thread_cache_large_mb:16",
-            LANES, true);
+  char dir[64] = "/tmp/cudalloc-stress-XXXXXX", conf[256], leaks[96];
+  cr_assert_not_null(mkdtemp(dir));
+  snprintf(conf, sizeof conf,
+           "sim_events:manual,sim_capacity_mb:512,thread_cache_kb:64,thread_cache_streams:4,thread_cache_large_mb:16,"
+           "report_signal:SIGUSR2,report:%s/r",
+           dir);
+  capture_t c;   /* the reports asked by signal print their tables on stderr */
+  capture_begin(&c);
+  stress_on(conf, LANES, true);
+  snprintf(leaks, sizeof leaks, "%s/r-leaks.txt", dir);
+  bool written = access(leaks, F_OK) == 0;   /* before the shutdown's own reports */
+  cudalloc_shutdown();
+  static char out[1 << 20];
+  capture_end(&c, out, sizeof out);
+  int reports = 0;
+  for (const char *at = out; (at = strstr(at, "cudalloc: report on demand")); at++) reports++;
+  cr_expect_gt(reports, 0, "no report asked by signal was written while the workers ran");
+  cr_expect(written, "%s was not written while the workers ran", leaks);
+  static const char *files[] = {"r-leaks.txt", "r-leaks.json", "r-peak.txt", "r-stats.json"};
+  for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+    unlink(path);
+  }
+  cr_expect_eq(rmdir(dir), 0, "%s holds other files", dir);
 }
 
 Test(stress_threads, blocks_cross_threads_and_streams_classic) {
