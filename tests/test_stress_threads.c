@@ -278,11 +278,9 @@ Test(stress_threads, many_streams_a_thread_while_caches_are_disturbed) {
   snprintf(leaks, sizeof leaks, "%s/r-leaks.txt", dir);
   bool written = access(leaks, F_OK) == 0;   /* before the shutdown's own reports */
   cudalloc_shutdown();
-  static char out[1 << 20];
-  capture_end(&c, out, sizeof out);
-  int reports = 0;
-  for (const char *at = out; (at = strstr(at, "cudalloc: report on demand")); at++) reports++;
-  cr_expect_gt(reports, 0, "no report asked by signal was written while the workers ran");
+  char *out = capture_end_all(&c);
+  cr_expect_gt(count_of(out, "cudalloc: report on demand"), 0, "no report asked by signal was written while the workers ran");
+  free(out);
   cr_expect(written, "%s was not written while the workers ran", leaks);
   static const char *files[] = {"r-leaks.txt", "r-leaks.json", "r-peak.txt", "r-stats.json"};
   for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
