@@ -203,13 +203,10 @@ static struct {
   int done, failed;   /* failed: calls that did not succeed (no assertion off the test's thread) */
 } racing;
 
-/* One call site each (never inlined): the stack memo knows them after a
- * round, so that the requests take the inline try. */
+/* Never inlined: each of its two calls below is the same stack every
+ * round, which the stack memo knows after one, so that the requests take
+ * the inline try. */
 static __attribute__((noinline)) void *racing_alloc(size_t size) {
-  void *p = NULL;
-  return cudalloc_malloc(&p, size, (cudaStream_t)racing.s) == cudaSuccess ? p : (racing.failed++, NULL);
-}
-static __attribute__((noinline)) void *racing_alloc_near(size_t size) {
   void *p = NULL;
   return cudalloc_malloc(&p, size, (cudaStream_t)racing.s) == cudaSuccess ? p : (racing.failed++, NULL);
 }
@@ -219,7 +216,7 @@ static void *miss_near_a_cached_block(void *arg) {
   for (int i = 0; i < RACING_ROUNDS; i++) {
     void *big = racing_alloc(64 * KiB), *p;
     if (big && cudalloc_free(big, (cudaStream_t)racing.s) != cudaSuccess) racing.failed++;   /* cached: its list holds a block */
-    if ((p = racing_alloc_near(8 * KiB)) && cudalloc_free_sync(p) != cudaSuccess)   /* a miss whose class has near ones, */
+    if ((p = racing_alloc(8 * KiB)) && cudalloc_free_sync(p) != cudaSuccess)   /* a miss whose class has near ones, */
       racing.failed++;   /* given to the core: the next one misses again */
   }
   __atomic_store_n(&racing.done, 1, __ATOMIC_RELEASE);
