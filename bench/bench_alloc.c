@@ -391,16 +391,45 @@ static void many_streams_figures(const uint32_t *gpu, const uint32_t *tiny) {
 // Threads: each with its own stream and sequence
 // ----------------------------------------------------------------------------
 
+/* One crew of MAX_THREADS workers, worker i pinned to the i-th CPU this
+ * process may use (in turn), runs every phase of a round: one thread on
+ * the first CPU, one on the second, two, four. A phase's threads are
+ * workers 0..n-1 (the second CPU's lone thread is worker 1); the others
+ * wait at the gate. So a round's one-thread and many-thread figures are
+ * taken moments apart, and "x one thread" is the median of the rounds'
+ * own ratios: a slow spell of the shared machine touches both sides of a
+ * ratio, as in the single-thread figures. */
+#define PHASES 4
+static const struct {
+  int first, n;   /* workers first..first+n-1 */
+} phase_of[PHASES] = {{0, 1}, {1, 1}, {0, 2}, {0, 4}};
+_Static_assert(MAX_THREADS == 4, "the last phase runs every worker");
+
+/* Each worker in lines of its own (aligned_alloc): a lane's counters are
+ * written at every pair, and a line shared with another worker, or with a
+ * flag that every cudalloc allocation reads (the archive's data is linked
+ * beside the benchmark's), costs both sides. A first version kept the crew
+ * in a static array that the linker put in ca_trace_recording's line: two
+ * GPU-like threads read 1.05 to 1.65 times one, and 1.9 to 2.0 once
+ * aligned (docs/benchmarks.md, fifteenth session). */
 typedef struct worker_s {
   pthread_t tid;
+  int id;
   lane_t lane;
   size_t pairs;
-  int cpu;                         /* the CPU it is pinned to; -1: none */
-  double t[MAX_ROUNDS][NALLOC][2]; /* each phase's start and end on this thread */
-} worker_t;
+  int cpu;                                 /* the CPU it is pinned to; -1: none */
+  double t[MAX_ROUNDS][PHASES][NALLOC][2]; /* each of its runs' start and end on this thread */
+} __attribute__((aligned(64))) worker_t;
 
 static pthread_barrier_t gate;
 static bool settled;
+
+static bool in_phase(int p, int id) { return id >= phase_of[p].first && id < phase_of[p].first + phase_of[p].n; }
+
+/* A round's phases, and its allocators within each, in orders rotated from
+ * round to round; the main thread follows the same steps. */
+static int phase_at(int r, int q) { return (r + q) % PHASES; }
+static alloc_id_t alloc_at(int r, int k) { return (alloc_id_t)((r + k) % NALLOC); }
 
 static void *worker(void *arg) {
   worker_t *w = arg;
@@ -412,43 +441,50 @@ static void *worker(void *arg) {
   }
   pairs_on(&w->lane, 1, JE, 2 * SEQ);
   pairs_on(&w->lane, 1, MI, 2 * SEQ);
-  do {   /* passes of every thread together, until one makes no backend call */
+  do {   /* passes of every worker together, until one makes no backend call */
     pairs_on(&w->lane, 1, CA, SEQ);
     pthread_barrier_wait(&gate);
     pthread_barrier_wait(&gate);                /* main has looked at the stats */
   } while (!__atomic_load_n(&settled, __ATOMIC_ACQUIRE));
   for (int r = 0; r < opt.rounds; r++)
-    for (int k = 0; k < NALLOC; k++) {
-      alloc_id_t a = (alloc_id_t)((r + k) % NALLOC);
-      pthread_barrier_wait(&gate);
-      w->t[r][a][0] = bench_now_ns();
-      pairs_on(&w->lane, 1, a, w->pairs);
-      w->t[r][a][1] = bench_now_ns();
-      pthread_barrier_wait(&gate);
-    }
+    for (int q = 0; q < PHASES; q++)
+      for (int k = 0; k < NALLOC; k++) {
+        int p = phase_at(r, q);
+        alloc_id_t a = alloc_at(r, k);
+        pthread_barrier_wait(&gate);
+        if (in_phase(p, w->id)) {
+          w->t[r][p][a][0] = bench_now_ns();
+          pairs_on(&w->lane, 1, a, w->pairs);
+          w->t[r][p][a][1] = bench_now_ns();
+        }
+        pthread_barrier_wait(&gate);
+      }
   lane_drain(&w->lane);
   return NULL;
 }
 
-/* From the first thread's start to the last one's end: the threads' own
- * clocks, since the main thread may wake up late from a barrier. */
-static double wall_ns(const worker_t *w, int n, int r, alloc_id_t a) {
-  double lo = w[0].t[r][a][0], hi = w[0].t[r][a][1];
-  for (int i = 1; i < n; i++) {
-    lo = w[i].t[r][a][0] < lo ? w[i].t[r][a][0] : lo;
-    hi = w[i].t[r][a][1] > hi ? w[i].t[r][a][1] : hi;
+/* A phase's pairs per second, millions, in one round: from its first
+ * thread's start to its last one's end, on the threads' own clocks (the
+ * main thread may wake up late from a barrier). */
+static double phase_mpairs(const worker_t *w, int r, int p, alloc_id_t a) {
+  const worker_t *f = &w[phase_of[p].first];
+  double lo = f->t[r][p][a][0], hi = f->t[r][p][a][1];
+  for (int i = 1; i < phase_of[p].n; i++) {
+    lo = f[i].t[r][p][a][0] < lo ? f[i].t[r][p][a][0] : lo;
+    hi = f[i].t[r][p][a][1] > hi ? f[i].t[r][p][a][1] : hi;
   }
-  return hi - lo;
+  return (double)f->pairs * phase_of[p].n / (hi - lo) * 1e3;
 }
 
-typedef struct threads_row_s {
-  double mpairs[NALLOC];        /* all threads' pairs per second, millions */
+typedef struct crew_result_s {
+  double mpairs[PHASES][NALLOC];   /* medians of the rounds */
+  double scaling[PHASES][NALLOC];  /* medians of the rounds' ratios to one thread */
+  calls_t calls[PHASES];           /* cudalloc's, summed over the rounds */
   char warm[48];
-  calls_t calls;
-} threads_row_t;
+} crew_result_t;
 
 /* The CPUs this process may run on (at most MAX_THREADS of them), in
- * order: the threads are pinned across them in turn. */
+ * order: the workers are pinned across them in turn. */
 static int bench_cpus(int *cpus) {
   cpu_set_t set;
   int n = 0;
@@ -458,23 +494,35 @@ static int bench_cpus(int *cpus) {
   return n;
 }
 
-/* n threads, thread i pinned to cpus[(first + i) % ncpus] (none pinned
- * when ncpus is 0). */
-static threads_row_t threads_run(int n, size_t pairs, uint32_t **seqs, const int *cpus, int ncpus, int first) {
-  worker_t w[MAX_THREADS];
-  threads_row_t row;
-  pthread_barrier_init(&gate, NULL, (unsigned)n + 1);
+static void calls_add(calls_t *sum, calls_t c) {
+  sum->memory += c.memory, sum->events += c.events, sum->waits += c.waits, sum->slow += c.slow;
+}
+
+/* "One thread" in a round: the mean of the lone threads of the CPUs the
+ * two-thread phase runs on (they may run at different speeds), or the
+ * first's where there is one CPU. */
+static double one_thread(const worker_t *w, int r, alloc_id_t a, int ncpus) {
+  double first = phase_mpairs(w, r, 0, a);
+  return ncpus > 1 ? (first + phase_mpairs(w, r, 1, a)) / 2 : first;
+}
+
+static void crew_run(size_t pairs, uint32_t **seqs, const int *cpus, int ncpus, crew_result_t *res) {
+  worker_t *w = aligned_alloc(_Alignof(worker_t), MAX_THREADS * sizeof *w);
+  if (!w) die("aligned_alloc", 0);
+  memset(res, 0, sizeof *res);
+  pthread_barrier_init(&gate, NULL, MAX_THREADS + 1);
   __atomic_store_n(&settled, false, __ATOMIC_RELEASE);
   calls_t mark = calls_now();
-  for (int i = 0; i < n; i++) {
-    w[i] = (worker_t){.lane = {.sizes = seqs[i], .stream = new_stream()},
+  for (int i = 0; i < MAX_THREADS; i++) {
+    w[i] = (worker_t){.id = i,
+                      .lane = {.sizes = seqs[i], .stream = new_stream()},
                       .pairs = pairs,
-                      .cpu = ncpus ? cpus[(first + i) % ncpus] : -1};
+                      .cpu = ncpus ? cpus[i % ncpus] : -1};
     if (pthread_create(&w[i].tid, NULL, worker, &w[i])) die("pthread_create", 0);
   }
   int passes = 0;
   bool quiet;
-  do {   /* one warm-up pass of every thread between two gates */
+  do {   /* one warm-up pass of every worker between two gates */
     pthread_barrier_wait(&gate);
     quiet = !busy(calls_since(mark));
     mark = calls_now();
@@ -482,38 +530,33 @@ static threads_row_t threads_run(int n, size_t pairs, uint32_t **seqs, const int
     pthread_barrier_wait(&gate);
   } while (!__atomic_load_n(&settled, __ATOMIC_ACQUIRE));
   for (int r = 0; r < opt.rounds; r++)
-    for (int k = 0; k < NALLOC; k++) {
-      pthread_barrier_wait(&gate);
-      pthread_barrier_wait(&gate);
-      if (r == opt.rounds - 1 && k == NALLOC - 1) row.calls = calls_since(mark);   /* workers wait at the gate */
+    for (int q = 0; q < PHASES; q++)
+      for (int k = 0; k < NALLOC; k++) {
+        calls_t before = calls_now();   /* the workers wait at the gate */
+        pthread_barrier_wait(&gate);
+        pthread_barrier_wait(&gate);
+        if (alloc_at(r, k) == CA) calls_add(&res->calls[phase_at(r, q)], calls_since(before));
+      }
+  for (int i = 0; i < MAX_THREADS; i++) pthread_join(w[i].tid, NULL);
+  for (int p = 0; p < PHASES; p++)
+    for (int a = 0; a < NALLOC; a++) {
+      double rate[MAX_ROUNDS], ratio[MAX_ROUNDS];
+      for (int r = 0; r < opt.rounds; r++) {
+        rate[r] = phase_mpairs(w, r, p, (alloc_id_t)a);
+        ratio[r] = rate[r] / one_thread(w, r, (alloc_id_t)a, ncpus);
+      }
+      res->mpairs[p][a] = bench_median(rate, opt.rounds);
+      res->scaling[p][a] = bench_median(ratio, opt.rounds);
     }
-  for (int i = 0; i < n; i++) pthread_join(w[i].tid, NULL);
-  for (int a = 0; a < NALLOC; a++) {
-    double wall[MAX_ROUNDS];
-    for (int r = 0; r < opt.rounds; r++) wall[r] = wall_ns(w, n, r, (alloc_id_t)a);
-    row.mpairs[a] = (double)pairs * n / bench_median(wall, opt.rounds) * 1e3;
-  }
-  for (int i = 0; i < n; i++) drop_stream(w[i].lane.stream);
+  for (int i = 0; i < MAX_THREADS; i++) drop_stream(w[i].lane.stream);
+  free(w);
   pthread_barrier_destroy(&gate);
-  if (quiet) snprintf(row.warm, sizeof row.warm, "%d", passes + 1);
-  else snprintf(row.warm, sizeof row.warm, "not within %d", WARM_MAX_THREADS);
-  return row;
+  if (quiet) snprintf(res->warm, sizeof res->warm, "%d pass%s", passes + 1, passes ? "es" : "");
+  else snprintf(res->warm, sizeof res->warm, "not quiet within %d passes", WARM_MAX_THREADS);
 }
 
 static double two_thread_scaling[2];
 
-static void threads_row_print(const char *label, const threads_row_t *r, const threads_row_t *one) {
-  printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %s | %" PRId64 " memory, %" PRId64 " events, %" PRId64
-         " waits, %" PRId64 " slow paths |\n",
-         label, r->mpairs[CA], r->mpairs[CA] / one->mpairs[CA], r->mpairs[JE], r->mpairs[JE] / one->mpairs[JE],
-         r->mpairs[MI], r->mpairs[MI] / one->mpairs[MI], r->warm, r->calls.memory, r->calls.events, r->calls.waits,
-         r->calls.slow);
-}
-
-/* The CPUs of this machine may run at different speeds: one thread runs
- * pinned on each of them in turn, and "one thread" is the mean of those
- * runs, so that n threads pinned across the same CPUs are measured against
- * the CPUs they ran on and not against whichever one a lone thread got. */
 static void threads_table(const char *name, int which, uint32_t lo, uint32_t hi, size_t pairs) {
   long online = sysconf(_SC_NPROCESSORS_ONLN);
   int cpus[MAX_THREADS];
@@ -521,34 +564,30 @@ static void threads_table(const char *name, int which, uint32_t lo, uint32_t hi,
   uint32_t *seqs[MAX_THREADS];
   for (int i = 0; i < MAX_THREADS; i++)
     if (!(seqs[i] = bench_sizes(SEQ, lo, hi, 100 + (uint64_t)i + 10 * (uint64_t)which))) die("malloc", 0);
+  crew_result_t res;
+  crew_run(pairs, seqs, cpus, ncpus, &res);
   printf("(c) threads, each with its own stream and its own %s sequence (16 live): %zu pairs per thread x %d "
-         "rounds, thread i pinned to the i-th of the %d CPUs this process may use (of %ld), in turn; one thread "
-         "runs on each of them and \"x one thread\" divides by the mean of those runs. Beyond %d threads they "
-         "share cores, and throughput cannot grow.\n\n",
-         name, pairs, opt.rounds, ncpus, online, ncpus);
+         "rounds. Four workers, worker i pinned to the i-th of the %d CPUs this process may use (of %ld), in "
+         "turn; each round runs, in an order rotated from round to round, one thread on each CPU alone, two, and "
+         "four (beyond %d they share cores, and throughput cannot grow). \"x one thread\" is the median of the "
+         "rounds' own ratios to the mean of that round's lone threads. cudalloc's warm-up (every worker): %s.\n\n",
+         name, pairs, opt.rounds, ncpus, online, ncpus, res.warm);
   printf("| %s: threads | cudalloc Mpairs/s | x one thread | jemalloc Mpairs/s | x one thread | mimalloc Mpairs/s "
-         "| x one thread | cudalloc warm-up passes until quiet | cudalloc backend calls, timed part |\n", name);
-  printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
-  int singles = ncpus > 1 ? 2 : 1;   /* two CPUs are what the two-thread figure runs on */
-  threads_row_t one[2];
-  threads_row_t mean = {{0}, "", {0}};
-  for (int c = 0; c < singles; c++) {
-    one[c] = threads_run(1, pairs, seqs, cpus, ncpus, c);
-    for (int a = 0; a < NALLOC; a++) mean.mpairs[a] += one[c].mpairs[a] / singles;
-  }
-  for (int c = 0; c < singles; c++) {
+         "| x one thread | cudalloc backend calls, timed part |\n", name);
+  printf("| --- | --- | --- | --- | --- | --- | --- | --- |\n");
+  for (int p = 0; p < PHASES; p++) {
+    if (p == 1 && ncpus < 2) continue;   /* the same CPU as the first */
     char label[32];
-    snprintf(label, sizeof label, ncpus ? "1 (CPU %d)" : "1", ncpus ? cpus[c] : 0);
-    threads_row_print(label, &one[c], &mean);
-  }
-  for (int n = 2; n <= MAX_THREADS; n *= 2) {
-    threads_row_t r = threads_run(n, pairs, seqs, cpus, ncpus, 0);
-    if (n == 2) two_thread_scaling[which] = r.mpairs[CA] / mean.mpairs[CA];
-    char label[32];
-    snprintf(label, sizeof label, "%d", n);
-    threads_row_print(label, &r, &mean);
+    if (phase_of[p].n == 1 && ncpus) snprintf(label, sizeof label, "1 (CPU %d)", cpus[phase_of[p].first % ncpus]);
+    else snprintf(label, sizeof label, "%d", phase_of[p].n);
+    const double *m = res.mpairs[p], *x = res.scaling[p];
+    printf("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %" PRId64 " memory, %" PRId64 " events, %" PRId64
+           " waits, %" PRId64 " slow paths |\n",
+           label, m[CA], x[CA], m[JE], x[JE], m[MI], x[MI], res.calls[p].memory, res.calls[p].events,
+           res.calls[p].waits, res.calls[p].slow);
   }
   printf("\n");
+  two_thread_scaling[which] = res.scaling[2][CA];
   for (int i = 0; i < MAX_THREADS; i++) free(seqs[i]);
 }
 
