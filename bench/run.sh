@@ -7,8 +7,11 @@
 #
 # BENCH_SHORT=1: a short run for CI (bench_alloc --pairs 20000 --rounds 3,
 # 20 workload steps), well under a minute, so that the benchmarks cannot
-# rot; its figures are noisy. BENCH_ALLOC_ARGS replaces bench_alloc's
-# --pairs/--rounds. BENCH_ARENAS (default 1): the thread part again at
+# rot; its figures are noisy. Its thread part keeps the full pairs with 5
+# rounds (2 s): at 20,000 pairs a tiny phase lasts a millisecond, within
+# reach of the gate's wake-up skew (two tiny threads read 1.49 and 1.64
+# times one there, 1.93 to 2.00 with full phases).
+# BENCH_ALLOC_ARGS replaces bench_alloc's --pairs/--rounds in both parts. BENCH_ARENAS (default 1): the thread part again at
 # arenas:N, beside the default's two arenas, where threads that contend for
 # the device lock move to arenas of their own (arena_spread:contended;
 # docs/benchmarks.md, "Arenas, eighth session", "Arenas by contention, tenth
@@ -23,9 +26,11 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD -- alloc shim kernels 2>/dev/null || commit="$commit (with uncommitted changes)"
 if [ "${BENCH_SHORT:-0}" = 1 ]; then
   args=${BENCH_ALLOC_ARGS:---pairs 20000 --rounds 3}
+  thread_args=${BENCH_ALLOC_ARGS:---rounds 5}
   export BENCH_STEPS=${BENCH_STEPS:-20} BENCH_WARMUP=${BENCH_WARMUP:-8}
 else
   args=${BENCH_ALLOC_ARGS:-}
+  thread_args=$args
 fi
 pin=
 command -v taskset >/dev/null && pin="taskset -c 0"
@@ -36,13 +41,13 @@ status=0
   echo "\$ $pin $BUILD/bench/bench_alloc --part single $args"
   $pin "$BUILD/bench/bench_alloc" --part single $args || status=1
   echo
-  echo "\$ $BUILD/bench/bench_alloc --part threads $args"
-  "$BUILD/bench/bench_alloc" --part threads $args || status=1
+  echo "\$ $BUILD/bench/bench_alloc --part threads $thread_args"
+  "$BUILD/bench/bench_alloc" --part threads $thread_args || status=1
   echo
   arenas=${BENCH_ARENAS-1}
   if [ -n "$arenas" ] && [ "$arenas" != 2 ]; then
-    echo "\$ $BUILD/bench/bench_alloc --part threads $args --conf ,arenas:$arenas"
-    "$BUILD/bench/bench_alloc" --part threads $args --conf ",arenas:$arenas" || status=1
+    echo "\$ $BUILD/bench/bench_alloc --part threads $thread_args --conf ,arenas:$arenas"
+    "$BUILD/bench/bench_alloc" --part threads $thread_args --conf ",arenas:$arenas" || status=1
     echo
   fi
   "$BUILD/bench/bench_pinned" ${BENCH_PINNED_ARGS:-} || status=1
