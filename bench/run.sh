@@ -10,10 +10,11 @@
 # rot; its figures are noisy. Its thread part keeps the full pairs with 5
 # rounds (2 s): at 20,000 pairs a tiny phase lasts a millisecond, within
 # reach of the gate's wake-up skew (two tiny threads read 1.49 and 1.64
-# times one there, 1.93 to 2.00 with full phases).
-# BENCH_ALLOC_ARGS replaces bench_alloc's --pairs/--rounds in both parts. BENCH_ARENAS (default 1): the thread part again at
-# arenas:N, beside the default's two arenas, where threads that contend for
-# the device lock move to arenas of their own (arena_spread:contended;
+# times one there, 1.93 to 2.00 with full phases). BENCH_ALLOC_ARGS
+# replaces bench_alloc's --pairs/--rounds in both parts. BENCH_ARENAS
+# (default 1): the thread part again at arenas:N, beside the default's
+# two arenas, where threads that contend for the device lock move to
+# arenas of their own (arena_spread:contended;
 # docs/benchmarks.md, "Arenas, eighth session", "Arenas by contention, tenth
 # session", "Exact ordinal peaks at arenas:N, twelfth session"): at 1, the
 # allocator of one lock per device; 2 or empty: not run.
