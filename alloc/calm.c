@@ -2,4 +2,4 @@
  * not over yet. */
 #include "calm.h"
 
-uint32_t ca_stirred = CA_STIR_START | CA_STIR_LEGACYQ;
+ca_alone_u32_t ca_stirred = {.v = CA_STIR_START | CA_STIR_LEGACYQ};

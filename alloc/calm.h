@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "line.h"
+
 enum {
   CA_STIR_START = 1u << 0,     /* not started, or shutting down: ca_ready() may be false */
   CA_STIR_EXIT = 1u << 1,      /* the process is exiting: ca_state.exited may be true */
@@ -21,14 +23,14 @@ enum {
   CA_STIR_TRACE = 1u << 5,     /* the event log may be recording (trace.c: ca_trace_recording) */
 };
 
-extern uint32_t ca_stirred;   /* atomic */
+extern ca_alone_u32_t ca_stirred;   /* .v atomic */
 
-static inline uint32_t ca_stirs(void) { return __atomic_load_n(&ca_stirred, __ATOMIC_ACQUIRE); }
+static inline uint32_t ca_stirs(void) { return __atomic_load_n(&ca_stirred.v, __ATOMIC_ACQUIRE); }
 static inline bool ca_calm(void) { return !ca_stirs(); }
 static inline bool ca_stirred_by(uint32_t why) { return ca_stirs() & why; }
 /* A lock-free read-modify-write each: async-signal-safe (the report signal's handler sets its bit). */
-static inline uint32_t ca_stir(uint32_t why) { return __atomic_fetch_or(&ca_stirred, why, __ATOMIC_ACQ_REL); }
-static inline uint32_t ca_unstir(uint32_t why) { return __atomic_fetch_and(&ca_stirred, ~why, __ATOMIC_ACQ_REL); }
+static inline uint32_t ca_stir(uint32_t why) { return __atomic_fetch_or(&ca_stirred.v, why, __ATOMIC_ACQ_REL); }
+static inline uint32_t ca_unstir(uint32_t why) { return __atomic_fetch_and(&ca_stirred.v, ~why, __ATOMIC_ACQ_REL); }
 /* The leave of a state that several threads may enter and leave at once (a
  * count, a flag), whose entries stir its bit after the state changed: the
  * bit cleared, then set again if the state is unusual again (the clear is

@@ -18,7 +18,7 @@
 #include "log.h"
 #include "rank.h"
 
-ca_config_t ca_config;
+ca_config_t ca_config __attribute__((aligned(CA_LINE)));
 
 /* How a value is read and stored. Every rule of a key (its range, its unit,
  * the width of its field, whether it must be a power of two) is in its row

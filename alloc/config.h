@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include "backend.h"
 #include "env.h"   /* ca_getenv, for the callers of ca_config_load */
+#include "line.h"
 
 #define CA_MAX_ARENAS 8   /* the most arenas a device may have (arena.c) */
 
@@ -70,7 +71,10 @@ typedef struct ca_config_s {
 } ca_config_t;
 
 /* The process-wide configuration, loaded once by ca_config_load(). */
-extern ca_config_t ca_config;
+/* Read by every allocation (its first two lines: track, the front cache's
+ * switches, the rounding): line-aligned, so that no variable written often
+ * shares them (line.h). */
+extern ca_config_t ca_config __attribute__((aligned(CA_LINE)));
 
 void ca_config_defaults(ca_config_t *cfg);
 

@@ -34,7 +34,7 @@ static inline ca_queue_t *ca_queue_find(ca_device_t *d, ca_stream_t stream, bool
 static inline CUresult ca_queue_check_stream(ca_device_t *d, ca_stream_t stream, ca_queue_t **q) {
   *q = NULL;
   if (ca_streamdev_is_default(stream)) return CUDA_SUCCESS;
-  uint64_t gen = __atomic_load_n(&ca_streamdev_generation, __ATOMIC_ACQUIRE);   /* before asking */
+  uint64_t gen = __atomic_load_n(&ca_streamdev_generation.v, __ATOMIC_ACQUIRE);   /* before asking */
   ca_queue_t *found = *q = ca_queue_find(d, stream, false);
   if (found && (found->checked_gen == gen || (CA_DEBUG(queue_check_any_gen) && found->checked_gen))) return CUDA_SUCCESS;
   CUresult rc = ca_stream_check(d, stream);

@@ -10,6 +10,7 @@
  * include that goes sideways or upwards (a cycle needs one).
  *
  * include-order:
+ *   line
  *   env calm tsan
  *   rank
  *   log
@@ -47,6 +48,7 @@
  *   internal
  * end-include-order
  *
+ *   line       variables in cache lines of their own (what every allocation reads)
  *   env        environment variables before libc   rank    which process of a job this is
  *   calm       one word: nothing unusual is going on (the hot path's one test)
  *   log        stderr lines, rank-tagged           config  CUDALLOC_CONF

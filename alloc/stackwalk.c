@@ -92,8 +92,8 @@ _Static_assert(sizeof(bounds_t) == 2 * sizeof(uintptr_t), "the thread block star
  * frees the stacks it names, and moves the generation on). */
 __thread ca_stackwalk_thread_t ca_stackwalk_mine;
 #define mine ca_stackwalk_mine
-unsigned ca_stackwalk_generation = 1;   /* a thread's zeroed memo names none */
-#define generation ca_stackwalk_generation
+ca_alone_u32_t ca_stackwalk_generation = {.v = 1};   /* a thread's zeroed memo names none */
+#define generation ca_stackwalk_generation.v
 
 static const bounds_t *stack_bounds(void) {
   bounds_t *b = (bounds_t *)&mine.lo;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "debug.h"
+#include "line.h"
 
 /* Turns frames[0..n) into the stored call site (track.c interns them). */
 typedef void *(*ca_stackwalk_intern_fn)(void *const *frames, int n);
@@ -48,14 +49,14 @@ _Static_assert(sizeof(ca_stackwalk_memo_t) == 128, "a memo entry is found by a s
 
 typedef struct ca_stackwalk_thread_s {
   uintptr_t lo, hi;                  /* the stack's bounds (hi 0: not asked yet) */
-  unsigned gen;                      /* the memo is believed while it is ca_stackwalk_generation */
+  unsigned gen;                      /* the memo is believed while it is ca_stackwalk_generation.v */
   unsigned last_at;                  /* the entry matched last, tried first (its offset in memo, in bytes):
                                       * a loop's stack needs no hash */
   ca_stackwalk_memo_t memo[1 << CA_STACKWALK_MEMO_LOG2];
 } ca_stackwalk_thread_t;
 
 extern __thread ca_stackwalk_thread_t ca_stackwalk_mine;
-extern unsigned ca_stackwalk_generation;
+extern ca_alone_u32_t ca_stackwalk_generation;   /* .v atomic */
 bool ca_stackwalk_still_deep(const ca_stackwalk_memo_t *m);
 
 /* A slot's word, read where the sanitizers do not look: a return address
@@ -95,7 +96,7 @@ static inline ca_stackwalk_memo_t *ca_stackwalk_set(ca_stackwalk_thread_t *t, vo
  * its own, called from every allocation's front. */
 static inline __attribute__((always_inline)) void *ca_stackwalk_remembered(void *caller, const char *cfa, int depth) {
   ca_stackwalk_thread_t *t = &ca_stackwalk_mine;
-  if (t->gen != __atomic_load_n(&ca_stackwalk_generation, __ATOMIC_ACQUIRE)) return NULL;
+  if (t->gen != __atomic_load_n(&ca_stackwalk_generation.v, __ATOMIC_ACQUIRE)) return NULL;
   const ca_stackwalk_memo_t *m = (const ca_stackwalk_memo_t *)((const char *)t->memo + t->last_at);
   if (!ca_stackwalk_still(m, caller, cfa, depth)) {   /* every entry is checked whole: any may be tried */
     m = ca_stackwalk_set(t, caller, cfa);

@@ -5,15 +5,15 @@
 
 #include <stdbool.h>
 
-uint32_t ca_steps;
+ca_alone_u32_t ca_steps;
 
-uint32_t ca_step_mark(void) { return __atomic_add_fetch(&ca_steps, 1, __ATOMIC_RELAXED); }
+uint32_t ca_step_mark(void) { return __atomic_add_fetch(&ca_steps.v, 1, __ATOMIC_RELAXED); }
 
 uint32_t ca_step_at_least(uint32_t step) {
   uint32_t now = ca_step_current();
-  while (now < step && !__atomic_compare_exchange_n(&ca_steps, &now, step, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+  while (now < step && !__atomic_compare_exchange_n(&ca_steps.v, &now, step, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
     ;
   return now < step ? step : now;
 }
 
-void ca_step_reset(void) { __atomic_store_n(&ca_steps, 0, __ATOMIC_RELAXED); }
+void ca_step_reset(void) { __atomic_store_n(&ca_steps.v, 0, __ATOMIC_RELAXED); }

@@ -4,11 +4,13 @@
 
 #include <stdint.h>
 
-extern uint32_t ca_steps;   /* atomic; step.c moves it */
+#include "line.h"
+
+extern ca_alone_u32_t ca_steps;   /* .v atomic; step.c moves it */
 
 /* Steps marked so far (0 before the first mark). Inline: every
  * allocation's leak stamp reads it, front-cache hits too. */
-static inline uint32_t ca_step_current(void) { return __atomic_load_n(&ca_steps, __ATOMIC_RELAXED); }
+static inline uint32_t ca_step_current(void) { return __atomic_load_n(&ca_steps.v, __ATOMIC_RELAXED); }
 /* A step ended (cudalloc_step, or an automatic mark); returns the count
  * after it. */
 uint32_t ca_step_mark(void);

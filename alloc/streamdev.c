@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-uint64_t ca_streamdev_generation = 1;   /* a thread's zeroed memory names none */
+ca_alone_u64_t ca_streamdev_generation = {.v = 1};   /* a thread's zeroed memory names none */
 
 /* On the heap: the preload library's TLS is static (the shim's
  * initial-exec variables), and a program that dlopens it has little room. */
@@ -39,7 +39,7 @@ static ca_streamdev_tls_t *answers(void) {
     pthread_setspecific(key, t);
     ca_streamdev_tls = t;
   }
-  uint64_t gen = __atomic_load_n(&ca_streamdev_generation, __ATOMIC_ACQUIRE);
+  uint64_t gen = __atomic_load_n(&ca_streamdev_generation.v, __ATOMIC_ACQUIRE);
   if (t->gen != gen && !CA_DEBUG(stale_stream_devices)) {
     memset(t, 0, sizeof *t);
     t->gen = gen;
@@ -70,4 +70,4 @@ CUresult ca_stream_device_asked(ca_stream_t stream, int *dev) {
   return CUDA_SUCCESS;
 }
 
-void ca_streamdev_forget(void) { __atomic_add_fetch(&ca_streamdev_generation, 1, __ATOMIC_ACQ_REL); }
+void ca_streamdev_forget(void) { __atomic_add_fetch(&ca_streamdev_generation.v, 1, __ATOMIC_ACQ_REL); }

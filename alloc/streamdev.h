@@ -4,6 +4,7 @@
 #ifndef CUDALLOC_STREAMDEV_H
 #define CUDALLOC_STREAMDEV_H
 
+#include "line.h"
 #include "types.h"
 
 /* The backend's stream_device(stream), answered from the calling thread's
@@ -33,7 +34,7 @@ typedef struct {
 } ca_streamdev_tls_t;
 
 extern __thread ca_streamdev_tls_t *ca_streamdev_tls;
-extern uint64_t ca_streamdev_generation;
+extern ca_alone_u64_t ca_streamdev_generation;   /* .v atomic */
 
 static inline unsigned ca_streamdev_way(ca_stream_t s) {
   return (unsigned)((uint64_t)(uintptr_t)s * 0x9e3779b97f4a7c15ull >> (64 - CA_STREAMDEV_LOG2));
@@ -55,7 +56,7 @@ static inline CUresult ca_stream_device(ca_stream_t stream, int *dev) {
   ca_streamdev_tls_t *t = ca_streamdev_tls;
   unsigned w = ca_streamdev_way(stream);
   if (t && stream && t->stream[w] == stream && !CA_DEBUG(stale_stream_devices) &&
-      t->gen == __atomic_load_n(&ca_streamdev_generation, __ATOMIC_ACQUIRE)) {
+      t->gen == __atomic_load_n(&ca_streamdev_generation.v, __ATOMIC_ACQUIRE)) {
     *dev = t->dev[w];
     return CUDA_SUCCESS;
   }

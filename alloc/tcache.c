@@ -227,7 +227,7 @@ HOT tc_list_t *list_of(ca_tcache_t *c, ca_stream_t s, int dev, bool room, uint64
 }
 
 /* The generation under which a stream's device, asked now, is remembered. */
-HOT uint64_t streamdev_gen(void) { return __atomic_load_n(&ca_streamdev_generation, __ATOMIC_ACQUIRE); }
+HOT uint64_t streamdev_gen(void) { return __atomic_load_n(&ca_streamdev_generation.v, __ATOMIC_ACQUIRE); }
 
 /* Created stream s's list and device, as list_of found them under the
  * generation that stands (stream_device's promise), without asking; NULL:
@@ -272,7 +272,7 @@ static __attribute__((noinline)) CUresult stream_device_asked(ca_tcache_t *c, ca
   return rc;
 }
 HOT CUresult stream_device(ca_tcache_t *c, ca_stream_t stream, int *dev) {
-  uint64_t gen = __atomic_load_n(&ca_streamdev_generation, __ATOMIC_ACQUIRE);
+  uint64_t gen = __atomic_load_n(&ca_streamdev_generation.v, __ATOMIC_ACQUIRE);
   bool stale = CA_DEBUG(stale_stream_devices);
   /* The created stream first, as cheap as before (sd_stream is never a default handle). */
   if (stream == c->sd_stream && (gen == c->sd_gen || (stale && c->sd_gen))) {

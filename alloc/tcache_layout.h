@@ -11,6 +11,7 @@
 
 #include "config.h"
 #include "debug.h"
+#include "line.h"
 #include "tcache_lock.h"
 #include "types.h"
 
@@ -120,7 +121,7 @@ typedef struct {
   unsigned gen;                 /* moves on at fork: the child forgets every cache */
   pthread_key_t key;            /* its destructor flushes an exiting thread's cache */
   bool key_ok;
-} tc_registry_t;
+} __attribute__((aligned(CA_LINE))) tc_registry_t;   /* gen: read by every claim (line.h) */
 
 extern tc_registry_t tc_registry;
 

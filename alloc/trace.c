@@ -18,7 +18,7 @@
 #include "trace_clock.h"
 #include "trace_ring.h"
 
-bool ca_trace_recording;
+ca_alone_bool_t ca_trace_recording;
 
 typedef enum { MODE_OFF, MODE_FULL, MODE_RING } mode_t_;
 
@@ -112,7 +112,7 @@ void ca_trace_mem_event(ca_device_t *d, ca_trace_kind_t kind, uintptr_t addr, si
 
 /* Recording from now on: the front cache's inline tries stop (calm.h). */
 static void record(void) {
-  __atomic_store_n(&ca_trace_recording, true, __ATOMIC_RELEASE);
+  __atomic_store_n(&ca_trace_recording.v, true, __ATOMIC_RELEASE);
   if (!CA_DEBUG(trace_leaves_calm)) ca_stir(CA_STIR_TRACE);
 }
 
@@ -143,10 +143,10 @@ void ca_trace_start(void) {
   record();
 }
 
-static bool recording(void) { return __atomic_load_n(&ca_trace_recording, __ATOMIC_ACQUIRE); }
+static bool recording(void) { return __atomic_load_n(&ca_trace_recording.v, __ATOMIC_ACQUIRE); }
 
 void ca_trace_pause(void) {
-  __atomic_store_n(&ca_trace_recording, false, __ATOMIC_RELEASE);
+  __atomic_store_n(&ca_trace_recording.v, false, __ATOMIC_RELEASE);
   ca_unstir_unless(CA_STIR_TRACE, recording);
 }
 
@@ -192,7 +192,7 @@ CUresult ca_trace_dump(const char *to) {
 }
 
 void ca_trace_fork_child(void) {
-  __atomic_store_n(&ca_trace_recording, false, __ATOMIC_RELAXED);
+  __atomic_store_n(&ca_trace_recording.v, false, __ATOMIC_RELAXED);
   ca_unstir(CA_STIR_TRACE);
   if (mode == MODE_FULL && file.fd >= 0) close(file.fd);   /* the parent's bytes stay the parent's */
   ca_trace_buf_abandon();

@@ -7,12 +7,13 @@
 
 #include <stdbool.h>
 
+#include "line.h"
 #include "types.h"
 #include "cudalloc_trace.h"
 
-extern bool ca_trace_recording;   /* read atomically */
+extern ca_alone_bool_t ca_trace_recording;   /* .v read atomically */
 
-static inline bool ca_trace_on(void) { return __atomic_load_n(&ca_trace_recording, __ATOMIC_RELAXED); }
+static inline bool ca_trace_on(void) { return __atomic_load_n(&ca_trace_recording.v, __ATOMIC_RELAXED); }
 
 void ca_trace_block_event(ca_device_t *d, ca_trace_kind_t kind, const ca_block_t *b, ca_stream_t stream);
 void ca_trace_mem_event(ca_device_t *d, ca_trace_kind_t kind, uintptr_t addr, size_t size);

@@ -23,6 +23,7 @@
 #include "cudalloc.h"
 #include "debug.h"
 #include "devlock.h"
+#include "line.h"
 
 #define CA_MIN_BLOCK 512u                 /* every block size is a multiple */
 #define CA_SMALL_REQUEST (1u << 20)       /* requests up to this go to the small pool */
@@ -280,6 +281,10 @@ typedef struct ca_state_s {
   bool exited;
   int init;                     /* ca_init_state_t, read and written atomically */
 } ca_state_t;
+/* be, the first devices and the front cache's captures and exited are read by
+ * every allocation: the live and lease lines make the whole state line-aligned
+ * and a whole number of lines, so that nothing else shares them (line.h). */
+_Static_assert(_Alignof(ca_state_t) >= CA_LINE && sizeof(ca_state_t) % CA_LINE == 0, "ca_state: lines of its own");
 
 /* The process's allocator (defined in device.c). */
 extern ca_state_t ca_state;
