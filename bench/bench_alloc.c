@@ -406,12 +406,12 @@ static const struct {
 _Static_assert(MAX_THREADS == 4, "the last phase runs every worker");
 
 /* Each worker in lines of its own (aligned_alloc): a lane's counters are
- * written at every pair, and a line shared with another worker, or with a
- * flag that every cudalloc allocation reads (the archive's data is linked
- * beside the benchmark's), costs both sides. A first version kept the crew
- * in a static array that the linker put in ca_trace_recording's line: two
- * GPU-like threads read 1.05 to 1.65 times one, and 1.9 to 2.0 once
- * aligned (docs/benchmarks.md, fifteenth session). */
+ * written at every pair, and a line shared with another worker costs both
+ * sides. A first version kept the crew in a static array that the linker
+ * put in ca_trace_recording's line (the archive's data is linked beside the
+ * benchmark's): two GPU-like threads read 1.05 to 1.65 times one, and 1.9
+ * to 2.0 once aligned (docs/benchmarks.md, fifteenth session). Since then
+ * the flags every allocation reads have lines of their own (alloc/line.h). */
 typedef struct worker_s {
   pthread_t tid;
   int id;
