@@ -70,10 +70,10 @@ typedef struct ca_config_s {
   ca_backend_options_t sim;     /* the sim_* keys, handed to the backend's init */
 } ca_config_t;
 
-/* The process-wide configuration, loaded once by ca_config_load(). */
-/* Read by every allocation (its first two lines: track, the front cache's
+/* The process-wide configuration, loaded once by ca_config_load(). Read by
+ * every allocation (in its first two lines: track, the front cache's
  * switches, the rounding): line-aligned, so that no variable written often
- * shares them (line.h). */
+ * shares those lines (line.h). */
 extern ca_config_t ca_config __attribute__((aligned(CA_LINE)));
 
 void ca_config_defaults(ca_config_t *cfg);
