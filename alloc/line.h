@@ -10,7 +10,8 @@
  * static archive's link-time optimization: two GPU-like threads read 1.05 to
  * 1.65 x one where they read 1.9 apart (docs/benchmarks.md, fifteenth
  * session). A CA_ALONE type is a whole line, aligned: nothing else can be
- * laid in it. */
+ * laid in it. The configuration, the core's state and the front cache's
+ * registry, larger, are line-aligned where they are declared. */
 #ifndef CUDALLOC_LINE_H
 #define CUDALLOC_LINE_H
 
