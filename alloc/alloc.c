@@ -176,11 +176,12 @@ static __attribute__((noinline)) stirred_t stirred_front(void **ptr, size_t size
 #define CA_ENTRY __attribute__((flatten))
 
 /* Every allocation's full front: its argument and start checks, the call
- * site (site, when the memo knew it; else asked with the entry point's cfa) and the
+ * site (site, when ca_track_site_inline answered; else asked with the entry point's cfa) and the
  * thread's front cache. Out of line: what malloc_front's inline try leaves. */
 static __attribute__((noinline)) CUresult malloc_full(int dev, void **ptr, size_t size, ca_stream_t stream,
                                                       ca_alloc_kind_t kind, void *caller, const char *cfa,
                                                       void *site) {
+  CA_DEBUG_TALLY(full_fronts);
   uint32_t stirred = ca_stirs();
   if (__builtin_expect(stirred, 0)) {
     /* legacyq's mode alone (a single-stream program, preloaded) and good
@@ -218,7 +219,7 @@ static __attribute__((noinline)) CUresult malloc_near(int dev, void **ptr, size_
 
 /* Every allocation's front, inlined into each entry point (ca_malloc,
  * ca_malloc_on, ca_entry_malloc), so that none calls another on the way
- * to a hit: calm, good arguments, a stack the memo knows and the front
+ * to a hit: calm, good arguments, a call site known without a call and the front
  * cache's inline try, which call nothing (a hit saves no register);
  * anything else goes out of line, to the core or the full front. */
 static inline __attribute__((always_inline)) CUresult malloc_front(int dev, void **ptr, size_t size,
@@ -226,7 +227,7 @@ static inline __attribute__((always_inline)) CUresult malloc_front(int dev, void
                                                                    void *caller) {
   const char *cfa = __builtin_dwarf_cfa();
   void *site = NULL;
-  if (kind == CA_ALLOC_ASYNC && ca_calm() && ptr && size && ca_track_site_remembered(caller, cfa, &site)) {
+  if (kind == CA_ALLOC_ASYNC && ca_calm() && ptr && size && ca_track_site_inline(caller, cfa, &site)) {
     ca_tcache_try_t t = ca_tcache_hit_inline(dev, ptr, size, stream, site, caller);   /* NULL: the legacy stream */
     if (t == CA_TCACHE_DONE) return CUDA_SUCCESS;
     if (t == CA_TCACHE_CORE) return malloc_core(dev, ptr, size, ca_legacyq_over_stream(true, stream), kind, site, caller);

@@ -55,10 +55,19 @@ static inline __attribute__((always_inline)) void *ca_track_site_at(void *caller
 static inline __attribute__((always_inline)) void *ca_track_site(void *caller) {
   return ca_track_site_at(caller, __builtin_dwarf_cfa());
 }
-/* The memo alone (track:stack): true, with *site, when it knows the stack. */
-static inline __attribute__((always_inline)) bool ca_track_site_remembered(void *caller, const char *cfa, void **site) {
-  if (ca_config.track != CA_TRACK_STACK || !caller) return false;
-  return (*site = ca_stackwalk_remembered(caller, cfa, (int)ca_config.track_depth)) != NULL;
+/* The site without a call: true, with *site, under track:off (none) and
+ * track:caller (the caller: ca_track_site_slow's answers), and under
+ * track:stack when the memo knows the stack; false: ask ca_track_site_at.
+ * Before off and caller answered here, they took the allocation's full
+ * front and ran slower than the default (docs/benchmarks.md, seventeenth
+ * session). */
+static inline __attribute__((always_inline)) bool ca_track_site_inline(void *caller, const char *cfa, void **site) {
+  ca_track_t mode = ca_config.track;
+  if (__builtin_expect(mode == CA_TRACK_STACK, 1))
+    return caller && (*site = ca_stackwalk_remembered(caller, cfa, (int)ca_config.track_depth)) != NULL;
+  if (mode != CA_TRACK_OFF && mode != CA_TRACK_CALLER) return false;
+  *site = mode == CA_TRACK_CALLER ? caller : NULL;
+  return true;
 }
 
 #endif /* CUDALLOC_TRACK_H */

@@ -1,9 +1,10 @@
 /* The fronts' inline tries (tcache.h: ca_tcache_hit_inline,
  * ca_tcache_give_inline) make the full try's checks without a call: the
  * request's device against its stream's, roundup_power2_divisions' rounding,
- * a capture underway. The inline hit runs only where the stack memo knows
- * the call site (track:stack, the default), which the front-cache suites'
- * track:caller never reaches: here each check is reached through it, and
+ * a capture underway. The inline hit runs where the call site is known
+ * without a call (track:off, track:caller, and track:stack, the default,
+ * once the thread's stack memo knows the stack): here each check is
+ * reached through the default's memo, and
  * each test fails with its check taken out of the inline try (the device
  * compare, the divisions test) or out of what the tries rely on (the calm
  * word's stir by a capture and by the event log). */
@@ -11,6 +12,7 @@
 
 #include "tcache_testing.h"
 
+#include <stdio.h>
 #include <unistd.h>
 
 #include "trace.h"
@@ -57,6 +59,52 @@ static __attribute__((noinline)) CUresult cycle(ca_stream_t s, size_t size, int 
   cr_assert_gt(ca_debug.stackwalk_memo_hits, memo, "the memo knew the last request's stack: the inline try ran");
   *hit = ca_debug.tcache_hits - hits == 1;
   return rc;
+}
+
+/* Which tracking modes a cached request hits in without the front's full
+ * try (malloc_full): off (no site), caller (the return address) and a
+ * stack the memo knows are answered inline (track.h,
+ * ca_track_site_inline); backtrace, unwound at every allocation, only
+ * through the full try. Before off and caller were answered inline, each of
+ * their allocations took the full try, and the pair ran slower than the
+ * default's (docs/benchmarks.md, seventeenth session): the first two tests
+ * failed then. Returns whether the last of a few requests from one call
+ * instruction on one stream, a hit, went through the full try. */
+static __attribute__((noinline)) bool a_hit_took_the_full_front(const char *track) {
+  char conf[128];
+  snprintf(conf, sizeof conf, "sim_events:auto,%s", track);
+  core_start(conf);
+  ca_stream_t a = new_stream();
+  void *p = NULL;
+  uint64_t full = 0, hits = 0;
+  for (int r = 0; r < 5; r++) {
+    if (opaque(r) == 4) full = ca_debug.full_fronts, hits = ca_debug.tcache_hits;
+    p = NULL;
+    cr_assert_eq(alloc_at(-1, &p, SMALL, a), CUDA_SUCCESS, "%s, round %d", track, r);
+    if (opaque(r) != 4) cr_assert_eq(ca_free(p, a), CUDA_SUCCESS, "%s, round %d", track, r);
+  }
+  cr_assert_eq(ca_debug.tcache_hits - hits, 1, "%s: the last request was a hit", track);
+  bool full_front = ca_debug.full_fronts != full;
+  free_on(p, a);
+  CHECK_CONSISTENT();
+  return full_front;
+}
+
+Test(core_tcache_inline, track_off_hits_without_the_full_front) {
+  cr_assert_not(a_hit_took_the_full_front("track:off"));
+}
+
+Test(core_tcache_inline, track_caller_hits_without_the_full_front) {
+  cr_assert_not(a_hit_took_the_full_front("track:caller"));
+}
+
+Test(core_tcache_inline, track_stack_hits_without_the_full_front_once_the_memo_knows_the_stack) {
+  cr_assert_not(a_hit_took_the_full_front("track:stack"));
+}
+
+/* The tally sees the full try where it runs: the check above can fail. */
+Test(core_tcache_inline, track_backtrace_hits_through_the_full_front) {
+  cr_assert(a_hit_took_the_full_front("track:backtrace"));
 }
 
 Test(core_tcache_inline, an_explicit_device_gets_no_hit_from_another_devices_stream) {

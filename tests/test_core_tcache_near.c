@@ -24,9 +24,10 @@ static uint64_t near_tries;   /* the last request's: whether it went through the
 
 /* A block of `cached` bytes freed on s into the cache, then a request of
  * `asked` bytes on s: whether it got that block. near_any plants the fault.
- * track:caller takes the front's full try (malloc_full); the default
- * tracking, stacks the thread's memo knows, the inline try and its NEAR
- * answer (malloc_near, alloc.c). */
+ * track:backtrace takes the front's full try (malloc_full: only off,
+ * caller and a stack the memo knows are answered inline, track.h); the
+ * default tracking, stacks the thread's memo knows, the inline try and its
+ * NEAR answer (malloc_near, alloc.c). */
 static bool gets_cached(const char *conf, size_t cached, size_t asked, bool near_any) {
   core_start(conf);
   ca_debug.tcache_near_any = near_any;
@@ -72,7 +73,7 @@ static bool gets_cached(const char *conf, size_t cached, size_t asked, bool near
 }
 
 static bool asked_gets_cached(size_t cached, size_t asked, bool near_any) {
-  bool took = gets_cached("track:caller,sim_events:auto", cached, asked, near_any);
+  bool took = gets_cached("track:backtrace,sim_events:auto", cached, asked, near_any);
   cr_assert_eq(near_tries, 0, "the full try answered, not the near one");
   return took;
 }
