@@ -37,30 +37,12 @@ void ca_track_print(FILE *f, const void *site, const char *prefix);
 /* Frees every stored stack and the loaded debug information (at shutdown). */
 void ca_track_forget(void);
 
-/* The default (track:stack) without a call in between: the stack walk's
- * frames below the caller stay the same for every caller. The memo is
- * keyed by the CFA of the entry point that asks (each entry point of
- * alloc.c's malloc_front: ca_malloc, ca_malloc_on, ca_entry_malloc, or
- * cudalloc_malloc when link-time optimization inlines that one), given as
- * cfa also by what that entry calls for it (its full front), and asked
- * there: a stack seen before costs no call. */
-static inline __attribute__((always_inline)) void *ca_track_site_at(void *caller, const char *cfa) {
-  if (ca_config.track == CA_TRACK_STACK && caller) {
-    int depth = (int)ca_config.track_depth;
-    void *site = ca_stackwalk_remembered(caller, cfa, depth);
-    return site ? site : ca_stackwalk_site_at(caller, depth, true, ca_track_intern, cfa);
-  }
-  return ca_track_site_slow(caller);
-}
-static inline __attribute__((always_inline)) void *ca_track_site(void *caller) {
-  return ca_track_site_at(caller, __builtin_dwarf_cfa());
-}
 /* The site without a call: true, with *site, under track:off (none) and
  * track:caller (the caller: ca_track_site_slow's answers), and under
- * track:stack when the memo knows the stack; false: ask ca_track_site_at.
- * Before off and caller answered here, they took the allocation's full
- * front and ran slower than the default (docs/benchmarks.md, seventeenth
- * session). */
+ * track:stack when the memo knows the stack; false: the walk is needed
+ * (ca_track_site_at, which asks this first). Before off and caller answered
+ * here, they took the allocation's full front and ran slower than the
+ * default (docs/benchmarks.md, seventeenth session). */
 static inline __attribute__((always_inline)) bool ca_track_site_inline(void *caller, const char *cfa, void **site) {
   ca_track_t mode = ca_config.track;
   if (__builtin_expect(mode == CA_TRACK_STACK, 1))
@@ -68,6 +50,25 @@ static inline __attribute__((always_inline)) bool ca_track_site_inline(void *cal
   if (mode != CA_TRACK_OFF && mode != CA_TRACK_CALLER) return false;
   *site = mode == CA_TRACK_CALLER ? caller : NULL;
   return true;
+}
+
+/* Every mode's site: the answer without a call first, then the stack walk
+ * (track:stack) or track.c. The walk's frames below the caller stay the
+ * same for every caller. The memo is keyed by the CFA of the entry point
+ * that asks (each entry point of alloc.c's malloc_front: ca_malloc,
+ * ca_malloc_on, ca_entry_malloc, or cudalloc_malloc when link-time
+ * optimization inlines that one), given as cfa also by what that entry
+ * calls for it (its full front), and asked there: a stack seen before costs
+ * no call. */
+static inline __attribute__((always_inline)) void *ca_track_site_at(void *caller, const char *cfa) {
+  void *site;
+  if (ca_track_site_inline(caller, cfa, &site)) return site;
+  if (ca_config.track == CA_TRACK_STACK && caller)
+    return ca_stackwalk_site_at(caller, (int)ca_config.track_depth, true, ca_track_intern, cfa);
+  return ca_track_site_slow(caller);
+}
+static inline __attribute__((always_inline)) void *ca_track_site(void *caller) {
+  return ca_track_site_at(caller, __builtin_dwarf_cfa());
 }
 
 #endif /* CUDALLOC_TRACK_H */
