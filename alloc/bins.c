@@ -71,9 +71,16 @@ static inline void unlink_block(ca_bins_t *bins, ca_block_t *b) {
   if (next) next->bin_prev = prev;
   if (prev) {
     prev->bin_next = next;
-  } else if (!(bins->heads[fl][sl] = next)) {
-    bins->bound[fl][sl] = 0;
-    if (!(bins->sl_bitmap[fl] &= ~(1u << sl))) bins->fl_bitmap &= ~(1ull << fl);
+  } else {
+    /* Whether the bin empties, and its level with it, follows the sizes
+     * freed and taken: no branch on either (docs/benchmarks.md, eighteenth
+     * session). */
+    bins->heads[fl][sl] = next;
+    uint32_t emptied = !next;
+    bins->bound[fl][sl] = emptied ? 0 : bins->bound[fl][sl];
+    uint32_t level = bins->sl_bitmap[fl] & ~(emptied << sl);
+    bins->sl_bitmap[fl] = level;
+    bins->fl_bitmap &= ~((uint64_t)(level == 0) << fl);
   }
 }
 
