@@ -1,0 +1,101 @@
+/* Two builds of cudalloc side by side in one process: the cached pair of
+ * pair_instructions' sequences (tiny, GPU-like, the PyTorch-like mix), a
+ * window of 16 live blocks on one created stream of the simulated device,
+ * timed in rounds that alternate the two builds, the order rotated from
+ * round to round. It prints each build's median ns per pair and the median
+ * of the rounds' own ratios (B/A) with its quartiles: a change worth a few
+ * percent shows through a shared machine's drift, which a comparison of
+ * two processes does not (docs/benchmarks.md, eighteenth session).
+ *
+ * Built by bench/ab_pair.sh, which links build A's libcudalloc.a as it is
+ * and build B's with every global symbol prefixed B_ (each a relocatable
+ * object after link-time optimization, so the code is the shipped one's):
+ *
+ *   bench/ab_pair.sh BASE_REV [tiny|gpu|mix ...]    A = BASE_REV, B = the working tree
+ *
+ * Usage of the binary: ab_pair tiny|gpu|mix PAIRS ROUNDS. Figures, no verdict. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "backend_sim.h"
+#include "bench.h"
+#include "cudalloc.h"
+
+/* Build B's entry points, renamed by bench/ab_pair.sh. */
+cudaError_t B_cudalloc_init(const char *conf);
+void B_ca_sim_thread_init(void);
+CUresult B_ca_sim_stream_create(ca_stream_t *stream, int nonblocking);
+cudaError_t B_cudalloc_malloc(void **ptr, size_t size, cudaStream_t stream);
+cudaError_t B_cudalloc_free(void *ptr, cudaStream_t stream);
+
+#define WINDOW 16
+#define SEQ (1 << 16)
+#define MAX_ROUNDS 64
+
+typedef struct {
+  void *live[WINDOW];
+  size_t next;
+  ca_stream_t stream;
+} lane_t;
+
+static uint32_t *sizes;
+static lane_t lanes[2];
+
+/* One loop per build, the same code: neither pays an indirect call. */
+#define PAIRS(name, alloc, release)                                                   \
+  static __attribute__((noinline)) void name(lane_t *l, size_t n) {                   \
+    for (size_t i = 0; i < n; i++) {                                                  \
+      size_t k = l->next++;                                                           \
+      void **slot = &l->live[k % WINDOW];                                             \
+      if (*slot && release(*slot, (cudaStream_t)l->stream)) exit(3);                  \
+      if (alloc(slot, sizes[k % SEQ], (cudaStream_t)l->stream)) exit(4);              \
+    }                                                                                 \
+  }
+PAIRS(pairs_a, cudalloc_malloc, cudalloc_free)
+PAIRS(pairs_b, B_cudalloc_malloc, B_cudalloc_free)
+
+static void pairs(int build, size_t n) { build ? pairs_b(&lanes[1], n) : pairs_a(&lanes[0], n); }
+
+int main(int argc, char **argv) {
+  if (argc != 4) {
+    fprintf(stderr, "usage: ab_pair tiny|gpu|mix PAIRS ROUNDS\n");
+    return 2;
+  }
+  const char *seq = argv[1];
+  size_t n = strtoull(argv[2], NULL, 10);
+  int rounds = atoi(argv[3]);
+  if (rounds < 4) rounds = 4;
+  if (rounds > MAX_ROUNDS) rounds = MAX_ROUNDS;
+  bool mix = !strcmp(seq, "mix");
+  sizes = !strcmp(seq, "tiny") ? bench_sizes(SEQ, 16, 1024, 2) : mix ? bench_mix_sizes(SEQ, 3)
+                                                                    : bench_sizes(SEQ, 512, 8u << 20, 1);
+  if (!sizes || n < 1) return 2;
+  /* the mix's 16 live blocks reach 2 GiB: pair_instructions' capacity */
+  const char *conf = mix ? "backend:sim,sim_capacity_mb:8192" : "backend:sim,sim_capacity_mb:4096";
+  if (cudalloc_init(conf) || B_cudalloc_init(conf)) return 1;
+  ca_sim_thread_init();
+  B_ca_sim_thread_init();
+  if (ca_sim_stream_create(&lanes[0].stream, 1) || B_ca_sim_stream_create(&lanes[1].stream, 1)) return 1;
+  for (int pass = 0; pass < 12; pass++) {   /* warm: both quiet (bench_alloc's warm-up takes up to 12 here) */
+    pairs(0, SEQ);
+    pairs(1, SEQ);
+  }
+  double ns[2][MAX_ROUNDS], ratio[MAX_ROUNDS];
+  for (int r = 0; r < rounds; r++) {
+    for (int j = 0; j < 2; j++) {
+      int build = (r & 1) ? 1 - j : j;
+      double t0 = bench_now_ns();
+      pairs(build, n);
+      ns[build][r] = (bench_now_ns() - t0) / (double)n;
+    }
+    ratio[r] = ns[1][r] / ns[0][r];
+  }
+  double sorted[MAX_ROUNDS];
+  memcpy(sorted, ratio, sizeof(double) * (size_t)rounds);
+  qsort(sorted, (size_t)rounds, sizeof *sorted, bench_cmp_double);
+  printf("%-4s %zu pairs x %d rounds: A %.2f ns/pair, B %.2f ns/pair; B/A median %.3f (quartiles %.3f..%.3f)\n", seq,
+         n, rounds, bench_median(ns[0], rounds), bench_median(ns[1], rounds), bench_median(ratio, rounds),
+         sorted[rounds / 4], sorted[(3 * rounds) / 4]);
+  return 0;
+}
