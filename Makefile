@@ -47,7 +47,7 @@ BASE_CFLAGS := -std=gnu11 -g -O2 $(WARN) -fPIC -pthread -I$(CUDA_HOME)/include -
 # linked at start, a hit's thread-local reads are a few instructions each
 # instead of a __tls_get_addr call; a dlopen (PyTorch's pluggable allocator)
 # still works, at the dynamic model's cost. (initial-exec would refuse a late
-# dlopen: 5 KiB of thread-locals do not fit glibc's static TLS surplus.)
+# dlopen: 9 KiB of thread-locals do not fit glibc's static TLS surplus.)
 # Not in sanitized builds, whose runtimes track thread-locals through
 # __tls_get_addr.
 TLS_DIALECT := $(if $(SAN),,$(if $(filter x86_64,$(shell uname -m)),-mtls-dialect=gnu2))
