@@ -226,12 +226,25 @@ typedef struct ca_backend_s {
    * after it); otherwise by any stream, so no work may be pending on it. */
   void (*check_handout)(uintptr_t va, size_t size, ca_stream_t stream, bool stream_ordered,
                         void *site);
+  /* With check_handout: a word that reads 0 (an acquire load) while no
+   * device work is pending that a hand-out could meet, when check_handout
+   * has nothing to check; the core then skips the call (ca_backend_checks_handout).
+   * NULL: the call is made at every hand-out. */
+  const unsigned *handout_pending;
   /* The processes that hold memory on dev, this one included, at most cap
    * of them into out; *n: how many were written. Asked only when an
    * allocation fails (it may be slow and may allocate host memory).
    * CUDA_ERROR_NOT_SUPPORTED when the backend cannot tell (no NVML). */
   CUresult (*processes)(int dev, ca_process_t *out, unsigned cap, unsigned *n);
 } ca_backend_t;
+
+/* Whether a hand-out must be told to be's check_handout now: one without
+ * device work pending has nothing to check, and the call would cost a
+ * front-cache hit an indirect call and its arguments (docs/benchmarks.md,
+ * eighteenth session). */
+static inline bool ca_backend_checks_handout(const ca_backend_t *be) {
+  return be->check_handout && (!be->handout_pending || __atomic_load_n(be->handout_pending, __ATOMIC_ACQUIRE));
+}
 
 extern const ca_backend_t ca_backend_sim;
 extern const ca_backend_t ca_backend_cuda;

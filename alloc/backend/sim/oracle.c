@@ -207,7 +207,8 @@ void ca_sim_check_handout(uintptr_t va, size_t size, ca_stream_t stream, bool st
   /* Nothing pending (always so with sim_events:auto, the benchmarks'
    * mode): nothing to check, and no lock taken on the allocation path. A
    * touch another thread issues at this very moment is not ordered before
-   * this hand-out either way. */
+   * this hand-out either way. The table's handout_pending is this count:
+   * the core makes the call only while it is not 0. */
   if (size && __atomic_load_n(&ca_sim.ntouches, __ATOMIC_ACQUIRE))
     check_pending(va, size, stream, stream_ordered, site);
 }

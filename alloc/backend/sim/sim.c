@@ -470,6 +470,7 @@ const ca_backend_t ca_backend_sim = {
     .is_capturing = sim_is_capturing,
     .stream_device = sim_stream_device,
     .check_handout = ca_sim_check_handout,
+    .handout_pending = &ca_sim.ntouches,
     .host_alloc = sim_host_alloc,
     .host_free = sim_host_free,
     .processes = sim_processes,
