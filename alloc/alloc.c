@@ -187,9 +187,9 @@ static __attribute__((noinline)) CUresult malloc_full(int dev, void **ptr, size_
     /* legacyq's mode alone (a single-stream program, preloaded) and good
      * arguments: its own call only */
     if (stirred == CA_STIR_LEGACYQ && ptr && size) {
-      stream = ca_legacyq_alloc_stream_slow(kind == CA_ALLOC_ASYNC, stream);
+      stream = ca_legacyq_alloc_stream_slow(kind != CA_ALLOC_SYNC, stream);
     } else {
-      stirred_t st = stirred_front(ptr, size, stream, kind == CA_ALLOC_ASYNC);
+      stirred_t st = stirred_front(ptr, size, stream, kind != CA_ALLOC_SYNC);
       if (st.answered) return st.rc;
       stream = st.stream;
     }
@@ -197,7 +197,7 @@ static __attribute__((noinline)) CUresult malloc_full(int dev, void **ptr, size_
     if (ptr) *ptr = NULL;
     return ptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
   } else {
-    stream = ca_legacyq_over_stream(kind == CA_ALLOC_ASYNC, stream);
+    stream = ca_legacyq_over_stream(kind != CA_ALLOC_SYNC, stream);
   }
   /* Taken here for both paths, outside every lock: the stack walk needs
    * the same frames below each caller (stackwalk.c). */
@@ -258,7 +258,6 @@ static __attribute__((noinline)) CUresult malloc_core(int dev, void **ptr, size_
   ca_block_t *b = NULL;
   ca_device_t *d;
   if ((rc = device_of(dev, stream ? stream : CA_STREAM_LEGACY, &d))) return rc;
-  bool ordered = kind == CA_ALLOC_ASYNC;   /* else cudaMalloc, cuMemAlloc, pitch, 3D: usable by any stream */
   bool claimed = false;
   ca_devlock_take(&d->lock);
   if (size > d->limit) {
@@ -285,7 +284,9 @@ static __attribute__((noinline)) CUresult malloc_core(int dev, void **ptr, size_
   }
   if (b) {
     ca_tcache_on_handout(d, b, false);
-    claimed = ordered && ca_tcache_claim(d, b, stream);
+    /* a stream-ordered block that a stream-ordered free may give to the
+     * thread's front cache (not cudaMalloc's, cuMemAlloc's, pitch, 3D) */
+    claimed = kind == CA_ALLOC_ASYNC && ca_tcache_claim(d, b, stream);
   }
   if (b && ca_backend_checks_handout(ca_state.be))   /* a backend that sees device work checks the hand-out */
     ca_state.be->check_handout(b->addr, size, stream, stream != NULL, caller);
@@ -433,6 +434,15 @@ CUresult ca_free_sync(void *ptr) {
 
 CUresult ca_free_torch(void *ptr, ca_stream_t stream) {
   return ca_config.torch_free == CA_FREE_STREAM ? ca_free(ptr, stream) : ca_free_sync(ptr);
+}
+
+/* By default PyTorch's blocks come back through ca_free_sync, never into a
+ * front cache: trying the cache first and claiming each block for it cost a
+ * pair a tenth to a fifth of its instructions for nothing (docs/benchmarks.md,
+ * eighteenth session). */
+CUresult ca_malloc_torch(int dev, void **ptr, size_t size, ca_stream_t stream, void *caller) {
+  ca_alloc_kind_t kind = ca_config.torch_free == CA_FREE_STREAM ? CA_ALLOC_ASYNC : CA_ALLOC_ASYNC_UNCACHED;
+  return ca_malloc_on(dev, ptr, size, stream, kind, caller);
 }
 
 // ----------------------------------------------------------------------------

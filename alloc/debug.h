@@ -66,6 +66,7 @@ typedef struct ca_debug_s {
   bool arena_no_fold;           /* an ordinal's stats and free memory are its arena 0's alone (arena.c) */
   bool arena_lease_never_asks;  /* an arena's rise past its lease asks for none: the ordinal's peaks miss it (arena.h) */
   uint64_t tcache_hits;         /* front-cache hits (a tally, not a switch) */
+  uint64_t tcache_claims;       /* blocks the core handed out with a front cache's claim (a tally, not a switch) */
   uint64_t stackwalk_memo_hits; /* stacks a thread's memo answered (a tally, not a switch) */
   uint64_t tcache_near_tries;   /* the inline try's misses sent to the near try (a tally, not a switch) */
   uint64_t full_fronts;         /* allocations that took the front's full try, malloc_full (a tally, not a switch) */

@@ -515,6 +515,7 @@ static __attribute__((noinline)) bool claim(ca_block_t *b) {
   c->room[0] = small_room(c);
   if (c->room[1] > large_capacity()) c->room[1] = large_capacity();
   __atomic_store_n(&b->tc, (uintptr_t)c, __ATOMIC_RELEASE);
+  CA_DEBUG_TALLY(tcache_claims);
   return true;
 }
 

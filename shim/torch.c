@@ -31,7 +31,7 @@
 CA_EXPORT void *cudalloc_torch_malloc(ssize_t size, int device, cudaStream_t stream) {
   void *ptr = NULL;
   if (size < 0 || !ca_shim_start()) return NULL;
-  CUresult rc = ca_malloc_on(device, &ptr, (size_t)size, stream, CA_ALLOC_ASYNC, CA_CALLER);
+  CUresult rc = ca_malloc_torch(device, &ptr, (size_t)size, stream, CA_CALLER);
   if (rc == CA_NOT_SERVED) {
     CUdeviceptr dptr = 0;
     rc = CA_PASS_DRV(CUDA_ERROR_NOT_SUPPORTED, cuMemAlloc_v2, &dptr, (size_t)size);

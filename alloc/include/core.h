@@ -31,7 +31,14 @@ int ca_device_current(void);
  * that is not (cudaMalloc, cuMemAlloc, pitch, 3D) may be used by any stream
  * at once, non-blocking ones included: it takes only memory whose device
  * work has completed, and its stream is ignored. */
-typedef enum { CA_ALLOC_SYNC, CA_ALLOC_ASYNC } ca_alloc_kind_t;
+typedef enum {
+  CA_ALLOC_SYNC,
+  CA_ALLOC_ASYNC,
+  /* Stream-ordered, but freed with cudaFree's promise (PyTorch's pluggable
+   * allocator by default, ca_free_torch): the thread's front cache, which
+   * only stream-ordered frees fill, neither serves it nor keeps track of it. */
+  CA_ALLOC_ASYNC_UNCACHED,
+} ca_alloc_kind_t;
 
 /* Allocation on the stream's device (the current device for the default
  * streams and for CA_ALLOC_SYNC). caller is the call site recorded for leak
@@ -69,6 +76,10 @@ CUresult ca_free_sync(void *ptr);
  * streams that used it (record_stream), unless torch_free:stream opts into
  * ca_free's reuse at once on stream. */
 CUresult ca_free_torch(void *ptr, ca_stream_t stream);
+/* Allocates for PyTorch's pluggable allocator on device dev and stream:
+ * ca_malloc_on, stream-ordered, uncached unless torch_free:stream (the
+ * frees ca_free_torch makes are then the front cache's). */
+CUresult ca_malloc_torch(int dev, void **ptr, size_t size, ca_stream_t stream, void *caller);
 
 /* Pinned host memory (cudaHostAlloc, cuMemHostAlloc), from the pinned
  * cache (alloc/pinned.h). flags are cudaHostAlloc's: unknown bits are
