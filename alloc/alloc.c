@@ -285,7 +285,8 @@ static __attribute__((noinline)) CUresult malloc_core(int dev, void **ptr, size_
   if (b) {
     ca_tcache_on_handout(d, b, false);
     /* a stream-ordered block that a stream-ordered free may give to the
-     * thread's front cache (not cudaMalloc's, cuMemAlloc's, pitch, 3D) */
+     * thread's front cache (not cudaMalloc's, cuMemAlloc's, pitch, 3D, nor
+     * PyTorch's whose frees keep cudaFree's promise) */
     claimed = kind == CA_ALLOC_ASYNC && ca_tcache_claim(d, b, stream);
   }
   if (b && ca_backend_checks_handout(ca_state.be))   /* a backend that sees device work checks the hand-out */

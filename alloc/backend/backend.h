@@ -238,8 +238,8 @@ typedef struct ca_backend_s {
   CUresult (*processes)(int dev, ca_process_t *out, unsigned cap, unsigned *n);
 } ca_backend_t;
 
-/* Whether a hand-out must be told to be's check_handout now: one without
- * device work pending has nothing to check, and the call would cost a
+/* Whether the backend's check_handout must see a hand-out now: with no
+ * device work pending it has nothing to check, and the call would cost a
  * front-cache hit an indirect call and its arguments (docs/benchmarks.md,
  * eighteenth session). */
 static inline bool ca_backend_checks_handout(const ca_backend_t *be) {

@@ -4,7 +4,8 @@
  * is clean, no two live blocks overlap, and every live block still holds
  * what was written to it, and the simulated device's reuse oracle saw no
  * block handed out while a kernel (a touch on its stream, made at every
- * allocation) could still write it. After the sequence, freeing everything, letting
+ * allocation) could still write it. Allocations are cudalloc_malloc's, and one in
+ * four PyTorch's uncached kind. After the sequence, freeing everything, letting
  * the device finish and emptying the cache leaves no physical handle and
  * no mapping behind. Any break aborts, which libFuzzer reports. */
 #include <stdint.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "backend_sim.h"
+#include "core.h"
 #include "cudalloc.h"
 
 #define SLOTS 48
@@ -91,7 +93,12 @@ static void do_alloc(run_t *r, int k) {
   size_t size = pick_size(r);
   int stream = (int)(next(r) % NSTREAMS);
   void *p = NULL;
-  cudaError_t err = cudalloc_malloc(&p, size, r->streams[stream]);
+  /* one in four as PyTorch's blocks are by default: stream-ordered, outside
+   * the front cache (CA_ALLOC_ASYNC_UNCACHED); every free below may meet it */
+  cudaError_t err = next(r) % 4 == 0
+                        ? ca_cuda_error(ca_malloc_on(-1, &p, size, (ca_stream_t)r->streams[stream],
+                                                     CA_ALLOC_ASYNC_UNCACHED, NULL))
+                        : cudalloc_malloc(&p, size, r->streams[stream]);
   if (err != cudaSuccess) {
     /* out of memory, or the error of an injected fault as the runtime names it */
     REQUIRE(err == cudaErrorMemoryAllocation || err == cudaErrorLaunchFailure || err == cudaErrorUnknown ||
