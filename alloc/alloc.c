@@ -433,8 +433,11 @@ CUresult ca_free_sync(void *ptr) {
   return free_block(ptr, CA_STREAM_LEGACY, true);
 }
 
+/* torch_free:stream: PyTorch's frees are stream-ordered (else cudaFree's). */
+static bool torch_frees_ordered(void) { return ca_config.torch_free == CA_FREE_STREAM; }
+
 CUresult ca_free_torch(void *ptr, ca_stream_t stream) {
-  return ca_config.torch_free == CA_FREE_STREAM ? ca_free(ptr, stream) : ca_free_sync(ptr);
+  return torch_frees_ordered() ? ca_free(ptr, stream) : ca_free_sync(ptr);
 }
 
 /* By default PyTorch's blocks come back through ca_free_sync, never into a
@@ -442,8 +445,8 @@ CUresult ca_free_torch(void *ptr, ca_stream_t stream) {
  * pair a tenth to a fifth of its instructions for nothing (docs/benchmarks.md,
  * eighteenth session). */
 CUresult ca_malloc_torch(int dev, void **ptr, size_t size, ca_stream_t stream, void *caller) {
-  ca_alloc_kind_t kind = ca_config.torch_free == CA_FREE_STREAM ? CA_ALLOC_ASYNC : CA_ALLOC_ASYNC_UNCACHED;
-  return ca_malloc_on(dev, ptr, size, stream, kind, caller);
+  return ca_malloc_on(dev, ptr, size, stream, torch_frees_ordered() ? CA_ALLOC_ASYNC : CA_ALLOC_ASYNC_UNCACHED,
+                      caller);
 }
 
 // ----------------------------------------------------------------------------
