@@ -43,13 +43,13 @@ endif
 
 WARN := -Wall -Wextra -Werror
 BASE_CFLAGS := -std=gnu11 -g -O2 $(WARN) -fPIC -pthread -I$(CUDA_HOME)/include -MMD -MP
-# Thread-locals through TLS descriptors: in libcudalloc.so, preloaded or
-# linked at start, a hit's thread-local reads are a few instructions each
-# instead of a __tls_get_addr call; a dlopen (PyTorch's pluggable allocator)
-# still works, at the dynamic model's cost. (initial-exec would refuse a late
-# dlopen: 9 KiB of thread-locals do not fit glibc's static TLS surplus.)
-# Not in sanitized builds, whose runtimes track thread-locals through
-# __tls_get_addr.
+# Thread-locals through TLS descriptors: in libcudalloc.so a thread-local
+# read is a few instructions instead of a __tls_get_addr call, preloaded
+# and, since the library's TLS fits in the static TLS glibc spares a late
+# dlopen (132 bytes; alloc/include/thread_heap.h), dlopen'd by PyTorch's
+# pluggable allocator too. (initial-exec would make a dlopen fail once
+# other libraries took that spare.) Not in sanitized builds, whose runtimes
+# track thread-locals through __tls_get_addr.
 TLS_DIALECT := $(if $(SAN),,$(if $(filter x86_64,$(shell uname -m)),-mtls-dialect=gnu2))
 # The library: hidden by default, so that it exports only what shim/exports.map lists.
 LIB_CFLAGS := $(BASE_CFLAGS) -fvisibility=hidden $(TLS_DIALECT) $(SANFLAGS)

@@ -11,7 +11,7 @@
  *
  * include-order:
  *   line
- *   env calm tsan
+ *   env calm tsan thread_heap
  *   rank
  *   log
  *   config jemalloc_private oom_verdict

@@ -3,8 +3,11 @@
 # Built from Debian's source package (alloc/jemalloc/fetch-build.sh), not
 # taken from Debian's binary archive: that one keeps its thread state in
 # initial-exec TLS, and dlopen() of libcudalloc.so (ctypes, PyTorch's
-# pluggable allocator) then fails for want of static TLS. Configured with
-# --disable-initial-exec-tls and the prefix and private namespace ca_je_:
+# pluggable allocator) then fails for want of static TLS. Built without
+# thread-locals at all (its thread state on the heap, fetch-build.sh says
+# how), so that the library's TLS stays small enough to be static under
+# dlopen too (alloc/include/thread_heap.h). Configured with the prefix and
+# private namespace ca_je_:
 # every symbol it defines is ca_je_<name>, so the copy serves cudalloc
 # alone: the program's malloc stays glibc's (or its own), and a program
 # that links jemalloc itself gets its own jemalloc. In libcudalloc.so the

@@ -1,6 +1,8 @@
 /* What crosses a device's arenas above the core (siblings.h). */
 #include "siblings.h"
 
+#include <stdlib.h>
+
 #include "device.h"
 #include "devlock.h"
 #include "fence.h"
@@ -8,6 +10,7 @@
 #include "pages.h"
 #include "stats.h"
 #include "tcache.h"
+#include "thread_heap.h"
 #include "trace.h"
 
 // ----------------------------------------------------------------------------
@@ -25,30 +28,54 @@ typedef struct route_s {
   int ordinal;
   int arena;
 } route_t;
-static __thread route_t routes[1 << ROUTE_SETS_LOG2][ROUTE_WAYS];
-static __thread unsigned char route_next[1 << ROUTE_SETS_LOG2];
 
-static route_t *route_set(ca_stream_t stream) {
-  uint64_t h = (uint64_t)(uintptr_t)stream * 0x9e3779b97f4a7c15ull;
-  return routes[h >> (64 - ROUTE_SETS_LOG2)];
+/* arena_spread:contended: each thread has a home arena per ordinal (below). */
+typedef struct {
+  unsigned left;                /* routed allocations before the window ends (0: none begun) */
+  unsigned contended_at;        /* the thread's waited takes when it began */
+  unsigned moves;
+  unsigned home[CA_MAX_DEVICES];
+} spread_t;
+
+/* A thread's routes, on the heap (thread_heap.h says why), made at its
+ * first routed allocation. */
+typedef struct {
+  route_t last;                 /* the last answer, tried first: a thread's allocations come in runs on one stream */
+  spread_t spread;
+  unsigned char next[1 << ROUTE_SETS_LOG2];
+  route_t sets[1 << ROUTE_SETS_LOG2][ROUTE_WAYS];
+} routes_t;
+
+static __thread routes_t *mine;
+static void drop(void *r) {
+  mine = NULL;
+  free(r);
+}
+static ca_thread_heap_t heap = CA_THREAD_HEAP_INIT(drop);
+
+/* The calling thread's routes; NULL without memory (the first arena serves). */
+static routes_t *routes(void) {
+  routes_t *r = mine;
+  return r ? r : (mine = ca_thread_heap_new(&heap, sizeof *r));
 }
 
-static int assign(ca_stream_t stream, int ordinal) {
-  route_t *set = route_set(stream);
+static route_t *route_set(routes_t *r, ca_stream_t stream) {
+  uint64_t h = (uint64_t)(uintptr_t)stream * 0x9e3779b97f4a7c15ull;
+  return r->sets[h >> (64 - ROUTE_SETS_LOG2)];
+}
+
+static int assign(routes_t *r, ca_stream_t stream, int ordinal) {
+  route_t *set = route_set(r, stream);
   for (int w = 0; w < ROUTE_WAYS; w++)
     if (set[w].stream == stream && set[w].ordinal == ordinal && set[w].arena < (int)ca_config.arenas)
       return set[w].arena;
   /* First sight: the next arena of the ordinal, so that two threads (or two
    * streams) seen one after the other never share one while there are two. */
   int k = (int)(__atomic_fetch_add(&ca_state.next_arena[ordinal], 1, __ATOMIC_RELAXED) % ca_config.arenas);
-  unsigned i = (unsigned)(set - routes[0]) / ROUTE_WAYS, w = route_next[i]++ % ROUTE_WAYS;
+  unsigned i = (unsigned)(set - r->sets[0]) / ROUTE_WAYS, w = r->next[i]++ % ROUTE_WAYS;
   set[w] = (route_t){stream, ordinal, k};
   return k;
 }
-
-/* The thread's last answer, tried first: a thread's allocations come in
- * runs on one stream. */
-static __thread route_t last_route;
 
 /* arena_spread:contended: each thread has a home arena per ordinal, where
  * all its streams allocate: the first, until the thread's takes of device
@@ -66,13 +93,6 @@ static __thread route_t last_route;
 #define SPREAD_WINDOW 256u
 #define SPREAD_CONTENDED 32u
 #define SPREAD_BACKOFF_MAX 12u   /* windows up to 2^12 times as long */
-typedef struct {
-  unsigned left;                /* routed allocations before the window ends (0: none begun) */
-  unsigned contended_at;        /* the thread's waited takes when it began */
-  unsigned moves;
-  unsigned home[CA_MAX_DEVICES];
-} spread_t;
-static __thread spread_t spread;   /* one thread-local block: one address computation a route */
 
 /* A window ends (or the thread's first begins): a move when its takes
  * waited often enough, and the next window. Out of line: once in 256. */
@@ -88,22 +108,23 @@ static __attribute__((noinline)) unsigned window_end(spread_t *s, int ordinal) {
   return s->home[ordinal];
 }
 
-static int home_of(int ordinal) {
-  spread_t *s = &spread;
+static int home_of(routes_t *r, int ordinal) {
+  spread_t *s = &r->spread;
   unsigned k = __builtin_expect(s->left > 1, 1) ? (s->left--, s->home[ordinal]) : window_end(s, ordinal);
   return k < ca_config.arenas ? (int)k : 0;   /* a home of an earlier start with more arenas */
 }
 
-static int route(ca_stream_t stream, int ordinal) {
-  if (ca_config.arena_spread == CA_SPREAD_CONTENDED) return home_of(ordinal);
-  route_t *r = &last_route;
-  if (r->stream != stream || r->ordinal != ordinal || r->arena >= (int)ca_config.arenas)
-    *r = (route_t){stream, ordinal, assign(stream, ordinal)};
-  return r->arena;
+static int route(routes_t *r, ca_stream_t stream, int ordinal) {
+  if (ca_config.arena_spread == CA_SPREAD_CONTENDED) return home_of(r, ordinal);
+  route_t *last = &r->last;
+  if (last->stream != stream || last->ordinal != ordinal || last->arena >= (int)ca_config.arenas)
+    *last = (route_t){stream, ordinal, assign(r, stream, ordinal)};
+  return last->arena;
 }
 
 ca_device_t *ca_siblings_route(ca_device_t *first, ca_stream_t stream) {
-  int k = route(stream, first->ordinal);
+  routes_t *r = routes();
+  int k = r ? route(r, stream, first->ordinal) : 0;
   /* The event log orders an ordinal's events by one lock while it records:
    * its replay's peaks are then the statistics' own (trace.h). */
   if (!k || ca_trace_on()) return first;
@@ -112,8 +133,8 @@ ca_device_t *ca_siblings_route(ca_device_t *first, ca_stream_t stream) {
   /* made on first use; one that cannot be set up (no address space left):
    * the first serves, and the thread's run on this stream (its home) stays there */
   if (ca_device_get_arena(first, k, &d) == CUDA_SUCCESS) return d;
-  if (ca_config.arena_spread == CA_SPREAD_CONTENDED) spread.home[first->ordinal] = 0;
-  else last_route.arena = 0;
+  if (ca_config.arena_spread == CA_SPREAD_CONTENDED) r->spread.home[first->ordinal] = 0;
+  else r->last.arena = 0;
   return first;
 }
 

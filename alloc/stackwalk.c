@@ -41,6 +41,7 @@
 
 #include "debug.h"
 #include "log.h"
+#include "thread_heap.h"
 
 #define MAX_FRAMES 64
 #define OWN_FRAMES 32        /* cudalloc's frames below the caller, at most */
@@ -87,16 +88,34 @@ typedef struct bounds_s {
 typedef ca_stackwalk_memo_t memo_t;
 _Static_assert(sizeof(bounds_t) == 2 * sizeof(uintptr_t), "the thread block starts with its bounds");
 
-/* One thread-local block (stackwalk.h): the stack's bounds and the memo.
+/* One block per thread (stackwalk.h): the stack's bounds and the memo.
  * The memo is believed only while its gen is the tables' (ca_stackwalk_forget
- * frees the stacks it names, and moves the generation on). */
-__thread ca_stackwalk_thread_t ca_stackwalk_mine;
-#define mine ca_stackwalk_mine
-ca_alone_u32_t ca_stackwalk_generation = {.v = 1};   /* a thread's zeroed memo names none */
+ * frees the stacks it names, and moves the generation on, past 0: the gen of
+ * a new block and of the empty one). */
+static ca_stackwalk_thread_t none;
+__thread ca_stackwalk_thread_t *ca_stackwalk_mine = &none;
+ca_alone_u32_t ca_stackwalk_generation = {.v = 1};
 #define generation ca_stackwalk_generation.v
 
+static void drop(void *t) {
+  ca_stackwalk_mine = &none;
+  free(t);
+}
+static ca_thread_heap_t heap = CA_THREAD_HEAP_INIT(drop);
+
+/* The calling thread's own block, made on first use; NULL without memory
+ * (every stack is then unwound). */
+static ca_stackwalk_thread_t *own(void) {
+  ca_stackwalk_thread_t *t = ca_stackwalk_mine;
+  if (t == &none && (t = ca_thread_heap_new(&heap, sizeof *t))) ca_stackwalk_mine = t;
+  return t == &none ? NULL : t;
+}
+
 static const bounds_t *stack_bounds(void) {
-  bounds_t *b = (bounds_t *)&mine.lo;
+  static const bounds_t unknown = {0, 1};   /* no read passes it: every stack takes the slow path */
+  ca_stackwalk_thread_t *t = own();
+  if (!t) return &unknown;
+  bounds_t *b = (bounds_t *)&t->lo;
   if (b->hi) return b;
   pthread_attr_t attr;
   void *addr;
@@ -252,7 +271,9 @@ static __attribute__((noinline)) void *unwind(void *caller, int depth, bool cach
 
 /* The memo's set of (caller, cfa): two ways, so that two callers of a
  * helper at one depth (the same key) alternate without a miss. */
-static memo_t *memo_of(void *caller, const char *cfa) { return ca_stackwalk_set(&mine, caller, cfa); }
+static memo_t *memo_of(ca_stackwalk_thread_t *t, void *caller, const char *cfa) {
+  return ca_stackwalk_set(t, caller, cfa);
+}
 
 /* The frames of m's stack past its copy (track_depth > MEMO_FRAMES). */
 __attribute__((no_sanitize("address"))) bool ca_stackwalk_still_deep(const memo_t *m) {
@@ -266,14 +287,16 @@ __attribute__((no_sanitize("address"))) bool ca_stackwalk_still_deep(const memo_
 /* The memo, after a generation moved on: emptied for the new one. */
 static void *remembered(void *caller, const char *cfa, int depth) {
   unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
-  if (mine.gen != gen) {
-    memset(mine.memo, 0, sizeof mine.memo);
-    mine.gen = gen;
+  ca_stackwalk_thread_t *t = own();
+  if (!t) return NULL;
+  if (t->gen != gen) {
+    memset(t->memo, 0, sizeof t->memo);
+    t->gen = gen;
     return NULL;
   }
   void *site = ca_stackwalk_remembered(caller, cfa, depth);
   if (site || depth <= MEMO_FRAMES) return site;
-  const memo_t *m = memo_of(caller, cfa);   /* a deep stack's entry: its own key, its further frames */
+  const memo_t *m = memo_of(t, caller, cfa);   /* a deep stack's entry: its own key, its further frames */
   for (int w = 0; w < 2; w++, m++) {
     if (!ca_stackwalk_still(m, caller, cfa + 1, depth)) continue;
     if (!CA_DEBUG(stackwalk_memo_shallow) && !ca_stackwalk_still_deep(m)) continue;
@@ -285,8 +308,9 @@ static void *remembered(void *caller, const char *cfa, int depth) {
 
 /* The newest in the first way, the one before it in the second. */
 static void *remember(void *caller, const char *cfa, int depth, uintptr_t slot0, const stack_t_ *s) {
-  if (!CA_DEBUG(stackwalk_trust_caller) && mine.gen == __atomic_load_n(&generation, __ATOMIC_ACQUIRE)) {
-    memo_t *m = memo_of(caller, cfa);
+  ca_stackwalk_thread_t *t = ca_stackwalk_mine;   /* &none (never written) unless remembered() made it */
+  if (!CA_DEBUG(stackwalk_trust_caller) && t != &none && t->gen == __atomic_load_n(&generation, __ATOMIC_ACQUIRE)) {
+    memo_t *m = memo_of(t, caller, cfa);
     m[1] = m[0];
     m[0] = (memo_t){s->n > MEMO_FRAMES ? cfa + 1 : cfa, depth, s->site, s, {0}, {0}};   /* pc[0] is caller: f[0] */
     for (int i = 0; i < MEMO_FRAMES; i++) {
@@ -333,7 +357,7 @@ void *ca_stackwalk_site(void *caller, int depth, bool cached, ca_stackwalk_inter
 
 void ca_stackwalk_forget(void) {
   pthread_mutex_lock(&lock);
-  __atomic_add_fetch(&generation, 1, __ATOMIC_ACQ_REL);
+  if (!__atomic_add_fetch(&generation, 1, __ATOMIC_ACQ_REL)) __atomic_add_fetch(&generation, 1, __ATOMIC_ACQ_REL);
   memset(callers, 0, sizeof callers);
   memset(stacks, 0, sizeof stacks);
   while (all_callers) {

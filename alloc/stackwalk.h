@@ -55,7 +55,10 @@ typedef struct ca_stackwalk_thread_s {
   ca_stackwalk_memo_t memo[1 << CA_STACKWALK_MEMO_LOG2];
 } ca_stackwalk_thread_t;
 
-extern __thread ca_stackwalk_thread_t ca_stackwalk_mine;
+/* The calling thread's block, on the heap (thread_heap.h says why); until
+ * the thread's first stack is walked, a shared empty one whose gen no
+ * generation has, which nothing writes. */
+extern __thread ca_stackwalk_thread_t *ca_stackwalk_mine;
 extern ca_alone_u32_t ca_stackwalk_generation;   /* .v atomic */
 bool ca_stackwalk_still_deep(const ca_stackwalk_memo_t *m);
 
@@ -95,7 +98,7 @@ static inline ca_stackwalk_memo_t *ca_stackwalk_set(ca_stackwalk_thread_t *t, vo
  * the shipped library's link-time optimization GCC made it a function of
  * its own, called from every allocation's front. */
 static inline __attribute__((always_inline)) void *ca_stackwalk_remembered(void *caller, const char *cfa, int depth) {
-  ca_stackwalk_thread_t *t = &ca_stackwalk_mine;
+  ca_stackwalk_thread_t *t = ca_stackwalk_mine;
   if (t->gen != __atomic_load_n(&ca_stackwalk_generation.v, __ATOMIC_ACQUIRE)) return NULL;
   const ca_stackwalk_memo_t *m = (const ca_stackwalk_memo_t *)((const char *)t->memo + t->last_at);
   if (!ca_stackwalk_still(m, caller, cfa, depth)) {   /* every entry is checked whole: any may be tried */

@@ -9,36 +9,28 @@
  * library calls cudalloc_stream_unregister (docs/usage.md). */
 #include "streamdev.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "thread_heap.h"
+
 ca_alone_u64_t ca_streamdev_generation = {.v = 1};   /* a thread's zeroed memory names none */
 
-/* On the heap: the preload library's TLS is static (the shim's
- * initial-exec variables), and a program that dlopens it has little room. */
+/* On the heap (thread_heap.h says why). */
 __thread ca_streamdev_tls_t *ca_streamdev_tls;
-static pthread_key_t key;   /* frees an exiting thread's answers */
-static bool key_ok;
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 /* Other destructors (the front cache's) may still ask afterwards: they get
  * fresh answers, freed in the next round of destructors. */
 static void drop(void *t) {
   ca_streamdev_tls = NULL;
   free(t);
 }
-static void make_key(void) { key_ok = pthread_key_create(&key, drop) == 0; }
+static ca_thread_heap_t heap = CA_THREAD_HEAP_INIT(drop);
 
 /* The thread's answers, emptied when the generation moved on; NULL when
  * there is no memory for them (the backend is asked every time). */
 static ca_streamdev_tls_t *answers(void) {
   ca_streamdev_tls_t *t = ca_streamdev_tls;
-  if (!t) {
-    pthread_once(&key_once, make_key);
-    if (!key_ok || !(t = calloc(1, sizeof *t))) return NULL;
-    pthread_setspecific(key, t);
-    ca_streamdev_tls = t;
-  }
+  if (!t && !(t = ca_streamdev_tls = ca_thread_heap_new(&heap, sizeof *t))) return NULL;
   uint64_t gen = __atomic_load_n(&ca_streamdev_generation.v, __ATOMIC_ACQUIRE);
   if (t->gen != gen && !CA_DEBUG(stale_stream_devices)) {
     memset(t, 0, sizeof *t);

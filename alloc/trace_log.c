@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "thread_heap.h"
 #include "trace_clock.h"
 #include "track.h"
 
@@ -70,23 +71,34 @@ static uint32_t intern_locked(const void *site) {
   return index_slots[s] = (uint32_t)nsites;
 }
 
+/* A thread's last ids, on the heap (thread_heap.h says why). */
+typedef struct {
+  uint64_t gen;
+  struct { const void *site; uint32_t id; } slot[SITE_CACHE];
+} site_cache_t;
+static __thread site_cache_t *cache;
+static void drop(void *c) {
+  cache = NULL;
+  free(c);
+}
+static ca_thread_heap_t heap = CA_THREAD_HEAP_INIT(drop);
+
 uint32_t ca_trace_log_site_id(const void *site) {
-  static __thread struct { const void *site; uint32_t id; } cache[SITE_CACHE];
-  static __thread uint64_t cache_gen;
   if (!site) return 0;
+  site_cache_t *t = cache ? cache : (cache = ca_thread_heap_new(&heap, sizeof *t));
   uint64_t gen = __atomic_load_n(&sites_gen, __ATOMIC_ACQUIRE);
-  if (cache_gen != gen) {
-    memset(cache, 0, sizeof cache);
-    cache_gen = gen;
+  if (t && t->gen != gen) {
+    memset(t->slot, 0, sizeof t->slot);
+    t->gen = gen;
   }
   size_t c = slot_of(site, SITE_CACHE);
-  if (cache[c].site == site) return cache[c].id;
+  if (t && t->slot[c].site == site) return t->slot[c].id;
   pthread_mutex_lock(&sites_lock);
   uint32_t id = intern_locked(site);
   pthread_mutex_unlock(&sites_lock);
-  if (id) {
-    cache[c].site = site;
-    cache[c].id = id;
+  if (id && t) {
+    t->slot[c].site = site;
+    t->slot[c].id = id;
   }
   return id;
 }

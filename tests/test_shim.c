@@ -358,6 +358,45 @@ Test(preload, dlopen_needs_no_static_tls) {
   shim_assert_lacks(r, "STATIC_TLS");
 }
 
+/* Regression: with the library's 9,204 bytes of TLS (its jemalloc's 2.6
+ * KiB, the stack memo's 1 KiB, the arena routes' 4 KiB...), glibc gave a
+ * dlopen'd libcudalloc.so dynamic TLS, and each thread-local access of
+ * PyTorch's pair was a _dl_tlsdesc_dynamic call: 75 instructions of its
+ * 1,079 (bench/torch_pair). "tls: dynamic" then; now the large per-thread
+ * state is on the heap (alloc/include/thread_heap.h) and the TLS fits in
+ * glibc's optional static TLS (512 bytes, shared by every library loaded
+ * late). Descriptors (-mtls-dialect=gnu2) are what lets glibc do that; the
+ * sanitizer builds and other machines build without them, and skip. */
+static unsigned tls_segment_bytes(void) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "readelf -lW %s/libcudalloc.so | awk '$1 == \"TLS\" { print \"memsz\", $6 }'",
+           shim_build());
+  shim_run_t *r = shim_sh(NULL, cmd);
+  const char *m = strstr(r->out, "memsz 0x");
+  cr_assert_not_null(m, "no TLS segment size from readelf:\n%s", r->out);
+  return (unsigned)strtoul(m + 6, NULL, 16);
+}
+
+Test(preload, tls_stays_small) {
+  unsigned memsz = tls_segment_bytes();
+  cr_assert_leq(memsz, 256, "libcudalloc.so's TLS is %u bytes: glibc spares a dlopen'd library 512 at most, "
+                "shared with every other one", memsz);
+}
+
+Test(preload, dlopen_gets_static_tls) {
+  bool descriptors = !(getenv("CUDALLOC_SAN") && *getenv("CUDALLOC_SAN"));
+#if !defined(__x86_64__)
+  descriptors = false;
+#endif
+  if (!descriptors) cr_skip_test("no TLS descriptors in this build: glibc gives a dlopen'd library dynamic TLS");
+  char env[512], cmd[1024];
+  snprintf(env, sizeof env, "-u GLIBC_TUNABLES LD_PRELOAD='%s' CUDALLOC_CONF=" SIM, shim_san_runtime());
+  snprintf(cmd, sizeof cmd, "%s/progs/dlopen_lib %s/libcudalloc.so", shim_build(), shim_build());
+  shim_run_t *r = shim_sh(env, cmd);
+  cr_assert_eq(r->status, 0, "dlopen of libcudalloc.so failed (%d):\n%s", r->status, r->out);
+  shim_assert_has(r, "dlopen_lib: tls: static");
+}
+
 static shim_run_t *torch_api(const char *conf) {
   char env[1024], cmd[1024];
   snprintf(env, sizeof env, "LD_PRELOAD='%s' CUDALLOC_CONF=%s", shim_san_runtime(), conf);

@@ -6,8 +6,9 @@
 # in static TLS block"). With --disable-initial-exec-tls, and no
 # initial-exec variable in the shim either (shim/guard.h), the library has
 # no STATIC_TLS flag and dlopen works without GLIBC_TUNABLES (tested by
-# preload.dlopen_needs_no_static_tls). (--disable-tls is no way out: on
-# Linux jemalloc's configure forces TLS on.)
+# preload.dlopen_needs_no_static_tls). --disable-tls is no way out (on
+# Linux jemalloc's configure forces TLS on): the configured header loses its
+# JEMALLOC_TLS instead (below).
 #
 # usage: fetch-build.sh DIR   -> DIR/lib/libjemalloc_pic.a
 # The apt configuration is private to DIR (a sources file and lists under
@@ -54,6 +55,13 @@ cd "$dir/jemalloc-$version"
 ./configure -q --with-jemalloc-prefix=ca_je_ --with-private-namespace=ca_je_ \
 	--disable-initial-exec-tls --disable-cxx --disable-shared \
 	--disable-doc --prefix="$dir" >/dev/null
+# No thread-locals at all: jemalloc's 2.6 KiB of per-thread state goes to the
+# heap behind a pthread key (its tsd_generic), so that libcudalloc.so's TLS
+# stays within what glibc hands a dlopen'd library as static TLS (512 bytes:
+# a thread-local is then one load, not a _dl_tlsdesc_dynamic call). The
+# pinned cache alone calls this jemalloc, never the hot path.
+sed -i '/^#define JEMALLOC_TLS $/d' include/jemalloc/internal/jemalloc_internal_defs.h
+! grep -q '^#define JEMALLOC_TLS ' include/jemalloc/internal/jemalloc_internal_defs.h
 make -s -j"${JOBS:-2}" build_lib_static
 cp lib/libjemalloc_pic.a "$dir/lib/libjemalloc_pic.a.tmp"
 mv "$dir/lib/libjemalloc_pic.a.tmp" "$dir/lib/libjemalloc_pic.a"

@@ -27,15 +27,24 @@
  * the capture. */
 #define _GNU_SOURCE
 #include "sim_internal.h"
+#include "thread_heap.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 /* Per-thread default streams, one per device, valid while gen matches. */
-static __thread struct {
+typedef struct {
   unsigned gen;
   sim_stream_t *s[SIM_MAX_DEVICES];
-} tls_ptds;
+} ptds_t;
+/* On the heap (thread_heap.h says why); the streams outlive it, linked in
+ * their devices, as a thread's per-thread streams outlive it on a GPU. */
+static __thread ptds_t *tls_ptds;
+static void drop_ptds(void *t) {
+  tls_ptds = NULL;
+  free(t);
+}
+static ca_thread_heap_t ptds_heap = CA_THREAD_HEAP_INIT(drop_ptds);
 
 // ----------------------------------------------------------------------------
 // Work: queued on a stream, completed in stream order, reference counted
@@ -234,20 +243,22 @@ static void device_link(sim_stream_t *s) {
 }
 
 static sim_stream_t *per_thread_stream(int dev) {
+  ptds_t *t = tls_ptds ? tls_ptds : (tls_ptds = ca_thread_heap_new(&ptds_heap, sizeof *t));
+  if (!t) return NULL;
   unsigned gen = __atomic_load_n(&ca_sim.gen, __ATOMIC_ACQUIRE);
-  if (tls_ptds.gen != gen) {
-    memset(tls_ptds.s, 0, sizeof tls_ptds.s);
-    tls_ptds.gen = gen;
+  if (t->gen != gen) {
+    memset(t->s, 0, sizeof t->s);
+    t->gen = gen;
   }
-  if (!tls_ptds.s[dev]) {
+  if (!t->s[dev]) {
     sim_stream_t *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->dev = dev;
     s->kind = SIM_STREAM_PER_THREAD;
     device_link(s);
-    tls_ptds.s[dev] = s;
+    t->s[dev] = s;
   }
-  return tls_ptds.s[dev];
+  return t->s[dev];
 }
 
 /* A live stream created by ca_sim_stream_create, or NULL. Handles are
