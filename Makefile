@@ -147,8 +147,14 @@ $(LIB_TEST_A): $(TEST_ALLOC_OBJS) $(JE_OBJS_STAMP)
 ifeq ($(SAN),)
   NODEFS := -Wl,-z,defs
 endif
+# -z nodelete: a dlclose leaves the library loaded. Its threads' per-thread
+# blocks are freed by pthread key destructors in the library at each
+# thread's exit, and its exit report runs from an atexit handler: an
+# unloaded library crashed the first thread to exit after the close
+# (tests/progs/dlopen_lib's dlclose case). A preloaded library is never
+# unloaded anyway, and PyTorch never closes its allocator's.
 $(LIB_SO_REAL): $(ALLOC_OBJS) $(SHIM_OBJS) shim/exports.map $(JE_PRIVATE)
-	$(CC) -shared $(LTO_LINK) -o $@ $(ALLOC_OBJS) $(SHIM_OBJS) $(JE_LINK) $(SANFLAGS) -Wl,-soname,$(LIB_SO_NAME) -Wl,-Bsymbolic \
+	$(CC) -shared $(LTO_LINK) -o $@ $(ALLOC_OBJS) $(SHIM_OBJS) $(JE_LINK) $(SANFLAGS) -Wl,-soname,$(LIB_SO_NAME) -Wl,-Bsymbolic -Wl,-z,nodelete \
 	  -Wl,--version-script=shim/exports.map $(NODEFS) $(LIBS)
 $(LIB_SO) $(BUILD)/$(LIB_SO_NAME): $(LIB_SO_REAL)
 	ln -sf $(notdir $<) $@

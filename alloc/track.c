@@ -166,7 +166,7 @@ void ca_track_symbolize(void *pc, char *buf, size_t cap) {
 
 void ca_track_name(const void *site, char *buf, size_t cap) {
   void *const *frames;
-  const ca_pyframe_t *const *py;
+  const ca_pyframe_t *const *py = NULL;   /* set whenever npy > 0; GCC with a profile cannot see that */
   int n = ca_track_frames(site, &frames), npy = ca_track_py_frames(site, &py);
   if (!n) {
     snprintf(buf, cap, "(call site not recorded%s)", ca_config.track == CA_TRACK_OFF ? ": track:off" : "");
@@ -196,7 +196,7 @@ void ca_track_name(const void *site, char *buf, size_t cap) {
 
 void ca_track_print(FILE *f, const void *site, const char *prefix) {
   void *const *frames;
-  const ca_pyframe_t *const *py;
+  const ca_pyframe_t *const *py = NULL;   /* set whenever npy > 0; GCC with a profile cannot see that */
   int n = ca_track_frames(site, &frames), npy = ca_track_py_frames(site, &py);
   if (!n) {
     fprintf(f, "%s(call site not recorded%s)\n", prefix, ca_config.track == CA_TRACK_OFF ? ": track:off" : "");

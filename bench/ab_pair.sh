@@ -31,7 +31,7 @@ fi
 # The base builds its own library; jemalloc (the host allocator inside) is the same build's.
 mkdir -p "$base/build"
 [ -e "$base/build/jemalloc" ] || ln -s "$root/$BUILD/jemalloc" "$base/build/jemalloc"
-make -s -C "$base" -j2 build/libcudalloc.a
+make -s -C "$base" -j2 BUILD=build build/libcudalloc.a   # BUILD names the working tree's folder, not the base's
 
 relocatable() {
   gcc -flto=auto -O2 -r -flinker-output=nolto-rel -nostdlib -o "$2" -Wl,--whole-archive "$1" -Wl,--no-whole-archive

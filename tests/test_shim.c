@@ -397,6 +397,21 @@ Test(preload, dlopen_gets_static_tls) {
   shim_assert_has(r, "dlopen_lib: tls: static");
 }
 
+/* Regression: a thread that had allocated through a dlopen'd library
+ * exited after the program closed the library, and its pthread key
+ * destructors (the front cache's, the stack memo's...) ran in unmapped
+ * code: a segmentation fault (status 139). The library is now linked with
+ * -z nodelete, and a dlclose leaves it loaded. */
+Test(preload, a_thread_exiting_after_dlclose_does_not_crash) {
+  char env[512], cmd[1024];
+  snprintf(env, sizeof env, "-u GLIBC_TUNABLES LD_PRELOAD='%s' %sCUDALLOC_CONF=" SIM ",quiet:true",
+           shim_san_runtime(), shim_san_env());
+  snprintf(cmd, sizeof cmd, "%s/progs/dlopen_lib %s/libcudalloc.so dlclose", shim_build(), shim_build());
+  shim_run_t *r = shim_sh(env, cmd);
+  cr_assert_eq(r->status, 0, "dlopen_lib dlclose ended with %d:\n%s", r->status, r->out);
+  shim_assert_has(r, "dlopen_lib: dlclose: ok");
+}
+
 static shim_run_t *torch_api(const char *conf) {
   char env[1024], cmd[1024];
   snprintf(env, sizeof env, "LD_PRELOAD='%s' CUDALLOC_CONF=%s", shim_san_runtime(), conf);
