@@ -1,8 +1,6 @@
 /* What crosses a device's arenas above the core (siblings.h). */
 #include "siblings.h"
 
-#include <stdlib.h>
-
 #include "device.h"
 #include "devlock.h"
 #include "fence.h"
@@ -46,18 +44,9 @@ typedef struct {
   route_t sets[1 << ROUTE_SETS_LOG2][ROUTE_WAYS];
 } routes_t;
 
+/* routes(): the calling thread's routes; NULL without memory (the first arena serves). */
 static __thread routes_t *mine;
-static void drop(void *r) {
-  mine = NULL;
-  free(r);
-}
-static ca_thread_heap_t heap = CA_THREAD_HEAP_INIT(drop);
-
-/* The calling thread's routes; NULL without memory (the first arena serves). */
-static routes_t *routes(void) {
-  routes_t *r = mine;
-  return r ? r : (mine = ca_thread_heap_new(&heap, sizeof *r));
-}
+CA_THREAD_HEAP(routes_t, mine, routes)
 
 static route_t *route_set(routes_t *r, ca_stream_t stream) {
   uint64_t h = (uint64_t)(uintptr_t)stream * 0x9e3779b97f4a7c15ull;

@@ -16,21 +16,17 @@
 
 ca_alone_u64_t ca_streamdev_generation = {.v = 1};   /* a thread's zeroed memory names none */
 
-/* On the heap (thread_heap.h says why). */
-__thread ca_streamdev_tls_t *ca_streamdev_tls;
-/* Other destructors (the front cache's) may still ask afterwards: they get
+/* On the heap (thread_heap.h says why). Other destructors (the front
+ * cache's) may still ask after the thread's answers were dropped: they get
  * fresh answers, freed in the next round of destructors. */
-static void drop(void *t) {
-  ca_streamdev_tls = NULL;
-  free(t);
-}
-static ca_thread_heap_t heap = CA_THREAD_HEAP_INIT(drop);
+__thread ca_streamdev_tls_t *ca_streamdev_tls;
+CA_THREAD_HEAP(ca_streamdev_tls_t, ca_streamdev_tls, my_answers)
 
 /* The thread's answers, emptied when the generation moved on; NULL when
  * there is no memory for them (the backend is asked every time). */
 static ca_streamdev_tls_t *answers(void) {
-  ca_streamdev_tls_t *t = ca_streamdev_tls;
-  if (!t && !(t = ca_streamdev_tls = ca_thread_heap_new(&heap, sizeof *t))) return NULL;
+  ca_streamdev_tls_t *t = my_answers();
+  if (!t) return NULL;
   uint64_t gen = __atomic_load_n(&ca_streamdev_generation.v, __ATOMIC_ACQUIRE);
   if (t->gen != gen && !CA_DEBUG(stale_stream_devices)) {
     memset(t, 0, sizeof *t);

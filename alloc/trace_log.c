@@ -77,15 +77,11 @@ typedef struct {
   struct { const void *site; uint32_t id; } slot[SITE_CACHE];
 } site_cache_t;
 static __thread site_cache_t *cache;
-static void drop(void *c) {
-  cache = NULL;
-  free(c);
-}
-static ca_thread_heap_t heap = CA_THREAD_HEAP_INIT(drop);
+CA_THREAD_HEAP(site_cache_t, cache, my_cache)
 
 uint32_t ca_trace_log_site_id(const void *site) {
   if (!site) return 0;
-  site_cache_t *t = cache ? cache : (cache = ca_thread_heap_new(&heap, sizeof *t));
+  site_cache_t *t = my_cache();
   uint64_t gen = __atomic_load_n(&sites_gen, __ATOMIC_ACQUIRE);
   if (t && t->gen != gen) {
     memset(t->slot, 0, sizeof t->slot);

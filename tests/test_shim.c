@@ -345,15 +345,23 @@ Test(preload, runtimes_loaded_rtld_local_are_found_in_the_callers_scope) {
  * is built with --disable-initial-exec-tls (alloc/jemalloc.mk). With
  * Debian's binary jemalloc linked in, both failed: "cannot allocate memory
  * in static TLS block", and FLAGS STATIC_TLS in the dynamic section. */
-Test(preload, dlopen_needs_no_static_tls) {
+/* tests/progs/dlopen_lib with args: libcudalloc.so opened with dlopen and
+ * no GLIBC_TUNABLES. It must exit 0. */
+static shim_run_t *dlopen_lib(const char *args) {
   char env[512], cmd[1024];
-  snprintf(env, sizeof env, "-u GLIBC_TUNABLES LD_PRELOAD='%s' CUDALLOC_CONF=" SIM, shim_san_runtime());
-  snprintf(cmd, sizeof cmd, "%s/progs/dlopen_lib %s/libcudalloc.so", shim_build(), shim_build());
+  snprintf(env, sizeof env, "-u GLIBC_TUNABLES LD_PRELOAD='%s' %sCUDALLOC_CONF=" SIM ",quiet:true",
+           shim_san_runtime(), shim_san_env());
+  snprintf(cmd, sizeof cmd, "%s/progs/dlopen_lib %s/libcudalloc.so %s", shim_build(), shim_build(), args);
   shim_run_t *r = shim_sh(env, cmd);
-  cr_assert_eq(r->status, 0, "dlopen of libcudalloc.so failed (%d):\n%s", r->status, r->out);
-  shim_assert_has(r, "dlopen_lib: ok");
+  cr_assert_eq(r->status, 0, "dlopen_lib %s ended with %d:\n%s", args, r->status, r->out);
+  return r;
+}
+
+Test(preload, dlopen_needs_no_static_tls) {
+  shim_assert_has(dlopen_lib(""), "dlopen_lib: ok");
+  char cmd[1024];
   snprintf(cmd, sizeof cmd, "readelf -dW %s/libcudalloc.so", shim_build());
-  r = shim_sh(NULL, cmd);
+  shim_run_t *r = shim_sh(NULL, cmd);
   cr_assert_eq(r->status, 0, "readelf failed:\n%s", r->out);
   shim_assert_lacks(r, "STATIC_TLS");
 }
@@ -389,12 +397,7 @@ Test(preload, dlopen_gets_static_tls) {
   descriptors = false;
 #endif
   if (!descriptors) cr_skip_test("no TLS descriptors in this build: glibc gives a dlopen'd library dynamic TLS");
-  char env[512], cmd[1024];
-  snprintf(env, sizeof env, "-u GLIBC_TUNABLES LD_PRELOAD='%s' CUDALLOC_CONF=" SIM, shim_san_runtime());
-  snprintf(cmd, sizeof cmd, "%s/progs/dlopen_lib %s/libcudalloc.so", shim_build(), shim_build());
-  shim_run_t *r = shim_sh(env, cmd);
-  cr_assert_eq(r->status, 0, "dlopen of libcudalloc.so failed (%d):\n%s", r->status, r->out);
-  shim_assert_has(r, "dlopen_lib: tls: static");
+  shim_assert_has(dlopen_lib(""), "dlopen_lib: tls: static");
 }
 
 /* Regression: a thread that had allocated through a dlopen'd library
@@ -403,13 +406,7 @@ Test(preload, dlopen_gets_static_tls) {
  * code: a segmentation fault (status 139). The library is now linked with
  * -z nodelete, and a dlclose leaves it loaded. */
 Test(preload, a_thread_exiting_after_dlclose_does_not_crash) {
-  char env[512], cmd[1024];
-  snprintf(env, sizeof env, "-u GLIBC_TUNABLES LD_PRELOAD='%s' %sCUDALLOC_CONF=" SIM ",quiet:true",
-           shim_san_runtime(), shim_san_env());
-  snprintf(cmd, sizeof cmd, "%s/progs/dlopen_lib %s/libcudalloc.so dlclose", shim_build(), shim_build());
-  shim_run_t *r = shim_sh(env, cmd);
-  cr_assert_eq(r->status, 0, "dlopen_lib dlclose ended with %d:\n%s", r->status, r->out);
-  shim_assert_has(r, "dlopen_lib: dlclose: ok");
+  shim_assert_has(dlopen_lib("dlclose"), "dlopen_lib: dlclose: ok");
 }
 
 static shim_run_t *torch_api(const char *conf) {

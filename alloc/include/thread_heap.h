@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 /* One kind of block: its key, made on first use, and what an exiting
  * thread's block goes through (drop: point the owner's thread-local away
@@ -32,5 +33,21 @@ typedef struct ca_thread_heap_s {
  * block made while the thread's destructors run (another destructor
  * allocated) is dropped in their next round, as glibc repeats them. */
 void *ca_thread_heap_new(ca_thread_heap_t *h, size_t size);
+
+/* The usual use: `get()`, a static function that returns the calling
+ * thread's zeroed T, made on first use and kept in the thread-local
+ * pointer `tls` (declared by the caller, static or not), or NULL without
+ * memory; at the thread's exit `tls` goes back to NULL and the block is
+ * freed. */
+#define CA_THREAD_HEAP(T, tls, get)                                              \
+  static void get##_drop(void *block) {                                          \
+    tls = NULL;                                                                  \
+    free(block);                                                                 \
+  }                                                                              \
+  static ca_thread_heap_t get##_heap = CA_THREAD_HEAP_INIT(get##_drop);          \
+  static T *get(void) {                                                          \
+    T *mine_ = tls;                                                              \
+    return mine_ ? mine_ : (tls = ca_thread_heap_new(&get##_heap, sizeof(T)));   \
+  }
 
 #endif /* CUDALLOC_THREAD_HEAP_H */

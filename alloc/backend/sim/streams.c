@@ -40,11 +40,7 @@ typedef struct {
 /* On the heap (thread_heap.h says why); the streams outlive it, linked in
  * their devices, as a thread's per-thread streams outlive it on a GPU. */
 static __thread ptds_t *tls_ptds;
-static void drop_ptds(void *t) {
-  tls_ptds = NULL;
-  free(t);
-}
-static ca_thread_heap_t ptds_heap = CA_THREAD_HEAP_INIT(drop_ptds);
+CA_THREAD_HEAP(ptds_t, tls_ptds, my_ptds)
 
 // ----------------------------------------------------------------------------
 // Work: queued on a stream, completed in stream order, reference counted
@@ -243,7 +239,7 @@ static void device_link(sim_stream_t *s) {
 }
 
 static sim_stream_t *per_thread_stream(int dev) {
-  ptds_t *t = tls_ptds ? tls_ptds : (tls_ptds = ca_thread_heap_new(&ptds_heap, sizeof *t));
+  ptds_t *t = my_ptds();
   if (!t) return NULL;
   unsigned gen = __atomic_load_n(&ca_sim.gen, __ATOMIC_ACQUIRE);
   if (t->gen != gen) {
