@@ -252,9 +252,13 @@ void ca_queue_open_to_epoch(ca_device_t *d, ca_queue_t *q) {
   }
 }
 
-/* Fences come and go with every seal: a few spare ones keep the program's
- * malloc off the steady state of a cudaMalloc/cudaFree loop. */
+/* Fences come and go with every seal: spare ones keep the program's malloc
+ * off the steady state, a few for a cudaMalloc/cudaFree loop and one per
+ * queue, since a seal of every stream makes a fence for each (at 64
+ * streams, 8 spares left about 3,200 calloc and free calls in 100,000
+ * pairs; docs/benchmarks.md, nineteenth session). */
 #define SPARE_FENCES 8
+static bool keeps_spare(const ca_device_t *d) { return (size_t)d->nspare_fences < SPARE_FENCES + d->nqueues; }
 
 /* A fence with room for n events, which follow it in the same allocation:
  * a spare one with room enough, else a new one. */
@@ -269,13 +273,14 @@ static ca_fence_t *fence_new(ca_device_t *d, int n) {
     f->events = (ca_event_t *)(f + 1), f->cap = cap;
     return f;
   }
+  CA_DEBUG_TALLY(fence_allocs);
   ca_fence_t *f = calloc(1, sizeof *f + (size_t)n * sizeof(ca_event_t));
   if (f) f->events = (ca_event_t *)(f + 1), f->cap = n;
   return f;
 }
 
 static void fence_delete(ca_device_t *d, ca_fence_t *f) {
-  if (d->nspare_fences >= SPARE_FENCES) {
+  if (!keeps_spare(d)) {
     free(f);
     return;
   }
