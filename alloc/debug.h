@@ -26,6 +26,7 @@ typedef struct ca_debug_s {
   bool stackwalk_trust_caller;  /* a remembered stack matches on its innermost frame alone */
   bool stackwalk_memo_trust;    /* a thread's memo believes its stack on (caller, CFA) alone */
   bool stackwalk_memo_shallow;  /* a thread's memo believes a deep stack on the frames it copies */
+  bool stackwalk_bounds_unknown; /* a thread's stack bounds are unknown, as when pthread_getattr_np fails */
   bool sites_miss_frees;        /* the per-site live totals ignore frees */
   bool stale_stream_devices;    /* threads keep their streams' devices through every change */
   bool qtable_no_shift;         /* the queue hash deletes without moving the run back */
@@ -68,6 +69,7 @@ typedef struct ca_debug_s {
   uint64_t tcache_hits;         /* front-cache hits (a tally, not a switch) */
   uint64_t tcache_claims;       /* blocks the core handed out with a front cache's claim (a tally, not a switch) */
   uint64_t stackwalk_memo_hits; /* stacks a thread's memo answered (a tally, not a switch) */
+  uint64_t stackwalk_unwinds;   /* stacks unwound from the call frame information (a tally, not a switch) */
   uint64_t tcache_near_tries;   /* the inline try's misses sent to the near try (a tally, not a switch) */
   uint64_t full_fronts;         /* allocations that took the front's full try, malloc_full (a tally, not a switch) */
   uint64_t queue_visits;        /* queues a seal or a poll looked at (a tally, not a switch) */

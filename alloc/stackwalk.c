@@ -111,10 +111,15 @@ static ca_stackwalk_thread_t *own(void) {
   return t == &none ? NULL : t;
 }
 
+/* Bounds no address is inside (word_at reads nothing): the tables' stacks
+ * are then unwound. (It was {0, 1}, whose hi - 8 wrapped and let every
+ * read through.) */
+#define UNKNOWN_BOUNDS ((bounds_t){UINTPTR_MAX, UINTPTR_MAX})
+
 static const bounds_t *stack_bounds(void) {
-  static const bounds_t unknown = {0, 1};   /* no read passes it: every stack takes the slow path */
+  static const bounds_t unknown = UNKNOWN_BOUNDS;
   ca_stackwalk_thread_t *t = own();
-  if (!t) return &unknown;
+  if (!t || CA_DEBUG(stackwalk_bounds_unknown)) return &unknown;
   bounds_t *b = (bounds_t *)&t->lo;
   if (b->hi) return b;
   pthread_attr_t attr;
@@ -124,7 +129,7 @@ static const bounds_t *stack_bounds(void) {
     if (!pthread_attr_getstack(&attr, &addr, &size)) *b = (bounds_t){(uintptr_t)addr, (uintptr_t)addr + size};
     pthread_attr_destroy(&attr);
   }
-  if (!b->hi) b->hi = 1;   /* unknown: no read passes the bound, every stack takes the slow path */
+  if (!b->hi) *b = UNKNOWN_BOUNDS;   /* asked once: hi is not 0 */
   return b;
 }
 
@@ -255,6 +260,7 @@ static void learn(const walk_t *w, void *caller, int depth, const char *cfa, voi
 
 static __attribute__((noinline)) void *unwind(void *caller, int depth, bool cached, ca_stackwalk_intern_fn intern,
                                               const char *cfa) {
+  CA_DEBUG_TALLY(stackwalk_unwinds);
   walk_t w;
   w.caller = caller;
   w.depth = depth;

@@ -4,6 +4,7 @@
  * not), and the cached stack walk of track:stack: it tells apart the
  * callers of a helper and their callers, as the uncached unwinder does. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 
 #include "core_testing.h"
 
@@ -255,4 +256,42 @@ Test(unit_track, python_frames_only_with_python_loaded) {
   cr_assert_eq(ca_track_py_frames(s, &py), 0, "no Python in this process: C frames only");
   void *const *frames;
   cr_assert_gt(ca_track_frames(s, &frames), 1);
+}
+
+/* Regression: a thread whose stack bounds are unknown (pthread_getattr_np
+ * failed; or no memory for its block) was to read no stack word through
+ * the tables' check, so that its stacks are unwound, but the bounds it
+ * used, {0, 1}, let every read through (hi - 8 wrapped): a slot past the
+ * thread's stack would have been read. A second thread asks for a stack
+ * that the first taught the tables: with its bounds unknown it must
+ * unwind it, with them known it must not. */
+static void *site_in_thread(void *arg) {
+  (void)arg;
+  void *site = site_here();
+  __asm__ volatile("" ::: "memory");
+  return site;
+}
+
+static void *site_of_a_thread(uint64_t *unwinds) {
+  pthread_t t;
+  void *site = NULL;
+  uint64_t before = ca_debug.stackwalk_unwinds;
+  cr_assert_eq(pthread_create(&t, NULL, site_in_thread, NULL), 0);
+  cr_assert_eq(pthread_join(t, &site), 0);
+  *unwinds = ca_debug.stackwalk_unwinds - before;
+  return site;
+}
+
+Test(unit_track, unknown_stack_bounds_read_no_stack_word) {
+  track(CA_TRACK_STACK, 6);
+  uint64_t unwinds;
+  void *site = site_of_a_thread(&unwinds);
+  cr_assert_eq(unwinds, 1, "the first thread unwinds its stack");
+  cr_assert_eq(site_of_a_thread(&unwinds), site);
+  cr_assert_eq(unwinds, 0, "a thread with known bounds finds the stack in the tables");
+  ca_debug.stackwalk_bounds_unknown = true;
+  void *again = site_of_a_thread(&unwinds);
+  ca_debug.stackwalk_bounds_unknown = false;
+  cr_assert_eq(again, site, "the same stack");
+  cr_assert_eq(unwinds, 1, "with unknown bounds the stack is unwound, not read from the tables");
 }
