@@ -97,19 +97,9 @@ __thread ca_stackwalk_thread_t *ca_stackwalk_mine = &none;
 ca_alone_u32_t ca_stackwalk_generation = {.v = 1};
 #define generation ca_stackwalk_generation.v
 
-static void drop(void *t) {
-  ca_stackwalk_mine = &none;
-  free(t);
-}
-static ca_thread_heap_t heap = CA_THREAD_HEAP_INIT(drop);
-
-/* The calling thread's own block, made on first use; NULL without memory
- * (every stack is then unwound). */
-static ca_stackwalk_thread_t *own(void) {
-  ca_stackwalk_thread_t *t = ca_stackwalk_mine;
-  if (t == &none && (t = ca_thread_heap_new(&heap, sizeof *t))) ca_stackwalk_mine = t;
-  return t == &none ? NULL : t;
-}
+/* own(): the calling thread's own block, made on first use; NULL without
+ * memory (every stack is then unwound). */
+CA_THREAD_HEAP_OR(ca_stackwalk_thread_t, ca_stackwalk_mine, own, &none)
 
 /* Bounds no address is inside (word_at reads nothing): the tables' stacks
  * are then unwound. (It was {0, 1}, whose hi - 8 wrapped and let every

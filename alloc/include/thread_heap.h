@@ -37,17 +37,20 @@ void *ca_thread_heap_new(ca_thread_heap_t *h, size_t size);
 /* The usual use: `get()`, a static function that returns the calling
  * thread's zeroed T, made on first use and kept in the thread-local
  * pointer `tls` (declared by the caller, static or not), or NULL without
- * memory; at the thread's exit `tls` goes back to NULL and the block is
- * freed. */
-#define CA_THREAD_HEAP(T, tls, get)                                              \
+ * memory. Until then, and again once the thread's exit freed the block,
+ * `tls` holds `empty`: NULL, or (CA_THREAD_HEAP_OR) a shared block that
+ * inline readers may read without a test, and that nothing writes. */
+#define CA_THREAD_HEAP_OR(T, tls, get, empty)                                    \
   static void get##_drop(void *block) {                                          \
-    tls = NULL;                                                                  \
+    tls = (empty);                                                               \
     free(block);                                                                 \
   }                                                                              \
   static ca_thread_heap_t get##_heap = CA_THREAD_HEAP_INIT(get##_drop);          \
   static T *get(void) {                                                          \
     T *mine_ = tls;                                                              \
-    return mine_ ? mine_ : (tls = ca_thread_heap_new(&get##_heap, sizeof(T)));   \
+    if (mine_ == (empty) && (mine_ = ca_thread_heap_new(&get##_heap, sizeof(T)))) tls = mine_; \
+    return mine_ == (empty) ? NULL : mine_;                                      \
   }
+#define CA_THREAD_HEAP(T, tls, get) CA_THREAD_HEAP_OR(T, tls, get, NULL)
 
 #endif /* CUDALLOC_THREAD_HEAP_H */
