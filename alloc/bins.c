@@ -223,15 +223,20 @@ ca_block_t *ca_bins_largest(const ca_bins_t *bins) {
   return best;
 }
 
-void ca_bins_each(const ca_bins_t *bins, bool (*fn)(ca_block_t *, void *), void *arg) {
+void ca_bins_each_at_least(const ca_bins_t *bins, size_t min_size, bool (*fn)(ca_block_t *, void *), void *arg) {
   for (int fl = CA_BINS_FL - 1; fl >= 0; fl--) {
     if (!(bins->fl_bitmap >> fl & 1)) continue;
     for (int sl = CA_BINS_SL - 1; sl >= 0; sl--) {
+      if (bins->bound[fl][sl] < min_size) continue;   /* empty, or no block large enough */
       ca_block_t *next;
       for (ca_block_t *b = bins->heads[fl][sl]; b; b = next) {
         next = b->bin_next;   /* fn may take b out of the bins */
-        if (!fn(b, arg)) return;
+        if (b->size >= min_size && !fn(b, arg)) return;
       }
     }
   }
+}
+
+void ca_bins_each(const ca_bins_t *bins, bool (*fn)(ca_block_t *, void *), void *arg) {
+  ca_bins_each_at_least(bins, 0, fn, arg);
 }

@@ -35,5 +35,8 @@ bool ca_bins_files(const ca_bins_t *bins, const ca_block_t *b);
 ca_block_t *ca_bins_largest(const ca_bins_t *bins);
 /* Calls fn on every block, largest bins first; stops when fn returns false. */
 void ca_bins_each(const ca_bins_t *bins, bool (*fn)(ca_block_t *, void *), void *arg);
+/* The same for the blocks of at least min_size only: the bins whose bound
+ * is below it are passed over without a look at their blocks. */
+void ca_bins_each_at_least(const ca_bins_t *bins, size_t min_size, bool (*fn)(ca_block_t *, void *), void *arg);
 
 #endif /* CUDALLOC_BINS_H */

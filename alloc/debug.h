@@ -74,6 +74,7 @@ typedef struct ca_debug_s {
   uint64_t full_fronts;         /* allocations that took the front's full try, malloc_full (a tally, not a switch) */
   uint64_t queue_visits;        /* queues a seal or a poll looked at (a tally, not a switch) */
   uint64_t fence_allocs;        /* fences the core had to allocate, no spare one at hand (a tally, not a switch) */
+  uint64_t steal_looks;         /* free blocks a page steal looked at for whole pages (a tally, not a switch) */
 } ca_debug_t;
 extern ca_debug_t ca_debug;
 #define CA_DEBUG(sw) (ca_debug.sw)

@@ -13,7 +13,11 @@
  *
  *   bench/ab_pair.sh BASE_REV [tiny|gpu|mix ...]    A = BASE_REV, B = the working tree
  *
- * Usage of the binary: ab_pair tiny|gpu|mix PAIRS ROUNDS. Figures, no verdict. */
+ * A sequence may name streams as pair_instructions does, gpu/64:eq: the
+ * pairs round-robin over 64 streams that hold 1,024 live blocks between
+ * them, each repeating its own slice of the sequence (bench_alloc's (s=)).
+ *
+ * Usage of the binary: ab_pair tiny|gpu|mix[/STREAMS:eq] PAIRS ROUNDS. Figures, no verdict. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,36 +34,52 @@ cudaError_t B_cudalloc_malloc(void **ptr, size_t size, cudaStream_t stream);
 cudaError_t B_cudalloc_free(void *ptr, cudaStream_t stream);
 
 #define WINDOW 16
+#define EQUAL_WINDOW 1024   /* STREAMS:eq's live blocks, all streams together */
 #define SEQ (1 << 16)
 #define MAX_ROUNDS 64
+#define MAX_LANES 64
 
 typedef struct {
-  void *live[WINDOW];
-  size_t next;
+  void *live[EQUAL_WINDOW];
+  size_t next, first;   /* the lane's pairs so far; where its slice starts */
   ca_stream_t stream;
 } lane_t;
 
 static uint32_t *sizes;
-static lane_t lanes[2];
+static lane_t lanes[2][MAX_LANES];
+static size_t nlanes = 1, window = WINDOW, slice = SEQ;   /* window, slice: powers of two */
 
 /* One loop per build, the same code: neither pays an indirect call. */
 #define PAIRS(name, alloc, release)                                                   \
-  static __attribute__((noinline)) void name(lane_t *l, size_t n) {                   \
+  static __attribute__((noinline)) void name(lane_t *lanes, size_t n) {               \
     for (size_t i = 0; i < n; i++) {                                                  \
+      lane_t *l = &lanes[i % nlanes];                                                 \
       size_t k = l->next++;                                                           \
-      void **slot = &l->live[k % WINDOW];                                             \
+      void **slot = &l->live[k & (window - 1)];                                       \
       if (*slot && release(*slot, (cudaStream_t)l->stream)) exit(3);                  \
-      if (alloc(slot, sizes[k % SEQ], (cudaStream_t)l->stream)) exit(4);              \
+      if (alloc(slot, sizes[l->first + (k & (slice - 1))], (cudaStream_t)l->stream))  \
+        exit(4);                                                                      \
     }                                                                                 \
   }
 PAIRS(pairs_a, cudalloc_malloc, cudalloc_free)
 PAIRS(pairs_b, B_cudalloc_malloc, B_cudalloc_free)
 
-static void pairs(int build, size_t n) { build ? pairs_b(&lanes[1], n) : pairs_a(&lanes[0], n); }
+static void pairs(int build, size_t n) { build ? pairs_b(lanes[1], n) : pairs_a(lanes[0], n); }
+
+/* "/STREAMS:eq" after the sequence's name: the lanes, windows and slices. */
+static bool parse_lanes(const char *seq) {
+  const char *at = strchr(seq, '/');
+  if (!at) return true;
+  char *end;
+  unsigned long n = strtoul(at + 1, &end, 10);
+  if (strcmp(end, ":eq") || n < 1 || n > MAX_LANES || (n & (n - 1))) return false;
+  nlanes = n, window = EQUAL_WINDOW / n, slice = SEQ / n;
+  return true;
+}
 
 int main(int argc, char **argv) {
   if (argc != 4) {
-    fprintf(stderr, "usage: ab_pair tiny|gpu|mix PAIRS ROUNDS\n");
+    fprintf(stderr, "usage: ab_pair tiny|gpu|mix[/STREAMS:eq] PAIRS ROUNDS\n");
     return 2;
   }
   const char *seq = argv[1];
@@ -67,8 +87,9 @@ int main(int argc, char **argv) {
   int rounds = atoi(argv[3]);
   if (rounds < 4) rounds = 4;
   if (rounds > MAX_ROUNDS) rounds = MAX_ROUNDS;
-  bool mix = !strcmp(seq, "mix");
-  sizes = !strcmp(seq, "tiny") ? bench_sizes(SEQ, 16, 1024, 2) : mix ? bench_mix_sizes(SEQ, 3)
+  bool mix = !strncmp(seq, "mix", 3);
+  if (!parse_lanes(seq)) return 2;
+  sizes = !strncmp(seq, "tiny", 4) ? bench_sizes(SEQ, 16, 1024, 2) : mix ? bench_mix_sizes(SEQ, 3)
                                                                     : bench_sizes(SEQ, 512, 8u << 20, 1);
   if (!sizes || n < 1) return 2;
   /* the mix's 16 live blocks reach 2 GiB: pair_instructions' capacity */
@@ -76,7 +97,10 @@ int main(int argc, char **argv) {
   if (cudalloc_init(conf) || B_cudalloc_init(conf)) return 1;
   ca_sim_thread_init();
   B_ca_sim_thread_init();
-  if (ca_sim_stream_create(&lanes[0].stream, 1) || B_ca_sim_stream_create(&lanes[1].stream, 1)) return 1;
+  for (size_t i = 0; i < nlanes; i++) {
+    lanes[0][i].first = lanes[1][i].first = slice < SEQ ? i * slice : 0;
+    if (ca_sim_stream_create(&lanes[0][i].stream, 1) || B_ca_sim_stream_create(&lanes[1][i].stream, 1)) return 1;
+  }
   for (int pass = 0; pass < 12; pass++) {   /* warm: both quiet (bench_alloc's warm-up takes up to 12 here) */
     pairs(0, SEQ);
     pairs(1, SEQ);

@@ -7,6 +7,7 @@
 #   bench/ab_pair.sh BASE_REV [tiny|gpu|mix ...]       (default: all three)
 #   BUILD=build/mine bench/ab_pair.sh HEAD~1 gpu       another build folder
 #   AB_ROUNDS=40 bench/ab_pair.sh HEAD~1               more rounds (default 30)
+#   bench/ab_pair.sh HEAD gpu/64:eq                    64 streams, 1,024 live blocks
 set -eu
 [ $# -ge 1 ] || { echo "usage: bench/ab_pair.sh BASE_REV [tiny|gpu|mix ...]" >&2; exit 2; }
 rev=$1
@@ -49,7 +50,7 @@ pin=""
 command -v taskset >/dev/null && pin="taskset -c 0"
 for s in $seqs; do
   case $s in
-  tiny) n=200000 ;;
+  tiny*) n=200000 ;;
   *) n=100000 ;;
   esac
   $pin "$ab/ab_pair" "$s" "$n" "$ROUNDS" 2>/dev/null

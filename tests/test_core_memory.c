@@ -100,6 +100,34 @@ static void steady_state(bool sync_free) {
   CHECK_CONSISTENT();
 }
 
+/* A growth that moves pages out of free blocks looks only at blocks of a
+ * page or more: a smaller one holds no whole page. At 64 streams the walk
+ * over every free block cost 21 instructions a GPU-like pair
+ * (docs/benchmarks.md, twentieth session). Inputs: 200 free blocks of
+ * 512 bytes in the small pool and one of 8 MiB in the large pool, and a
+ * steal that wants more than all of them hold, so that it walks them all. */
+Test(core_memory, a_page_steal_looks_at_no_block_smaller_than_a_page) {
+  SKIP_ON_CUDA("it counts the simulated device's free blocks");
+  core_start("sim_capacity_mb:64,sim_events:auto");
+  void *small[400], *big;
+  for (int i = 0; i < 400; i++) cr_assert_eq(cudalloc_malloc(&small[i], 512, 0), cudaSuccess);
+  cr_assert_eq(cudalloc_malloc(&big, 8 * MiB, 0), cudaSuccess);
+  for (int i = 0; i < 400; i += 2) cr_assert_eq(cudalloc_free_sync(small[i]), cudaSuccess);   /* apart: no merge */
+  cr_assert_eq(cudalloc_free_sync(big), cudaSuccess);
+  seal_and_poll();
+  CHECK_CONSISTENT();
+  ca_device_t *d = dev0();
+  uint64_t before = ca_debug.steal_looks;
+  ca_devlock_take(&d->lock);
+  size_t got = ca_steal_pages(d, 64 * MiB);
+  ca_devlock_release(&d->lock);
+  uint64_t looks = ca_debug.steal_looks - before;
+  cr_assert_eq(got, 8 * MiB, "the big block's four pages were taken, %zu bytes", got);
+  cr_assert_eq(looks, 1, "%llu free blocks looked at: only the big one holds a whole page", (unsigned long long)looks);
+  CHECK_CONSISTENT();
+  for (int i = 1; i < 400; i += 2) cr_assert_eq(cudalloc_free_sync(small[i]), cudaSuccess);
+}
+
 Test(core_memory, steady_state_makes_no_backend_calls_with_stream_frees) { steady_state(false); }
 Test(core_memory, steady_state_makes_no_memory_calls_with_cudafree) { steady_state(true); }
 
