@@ -47,13 +47,13 @@ typedef struct {
 
 static uint32_t *sizes;
 static lane_t lanes[2][MAX_LANES];
-static size_t nlanes = 1, window = WINDOW, slice = SEQ;   /* window, slice: powers of two */
+static size_t nlanes = 1, window = WINDOW, slice = SEQ;   /* all three powers of two */
 
 /* One loop per build, the same code: neither pays an indirect call. */
 #define PAIRS(name, alloc, release)                                                   \
   static __attribute__((noinline)) void name(lane_t *lanes, size_t n) {               \
     for (size_t i = 0; i < n; i++) {                                                  \
-      lane_t *l = &lanes[i % nlanes];                                                 \
+      lane_t *l = &lanes[i & (nlanes - 1)];   /* a power of two: no division */       \
       size_t k = l->next++;                                                           \
       void **slot = &l->live[k & (window - 1)];                                       \
       if (*slot && release(*slot, (cudaStream_t)l->stream)) exit(3);                  \
