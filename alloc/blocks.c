@@ -12,13 +12,6 @@
 #define ZERO_HALF (offsetof(ca_block_t, tc) / 2 & ~(size_t)7)
 _Static_assert(offsetof(ca_block_t, tc) - ZERO_HALF <= 64, "each piece of the zeroing is at most 64 bytes");
 
-/* Each struct on a cache line of its own, so that its three lines are the
- * ones types.h groups its fields in (malloc's 16-byte alignment spread a
- * struct over four: the cache model's first-level misses fell 11 to 13% on
- * the GPU-like pairs, docs/benchmarks.md, twentieth session). */
-#define BLOCK_BYTES ((sizeof(ca_block_t) + 63) & ~(size_t)63)
-static ca_block_t *block_alloc(void) { return aligned_alloc(64, BLOCK_BYTES); }
-
 /* A struct all zero. A recycled struct's tc may be read by another
  * thread's front cache at any time (tcache.c, stale()): it is written
  * atomically, the rest around it. Inlined (into a cut, under the shipped
@@ -26,7 +19,7 @@ static ca_block_t *block_alloc(void) { return aligned_alloc(64, BLOCK_BYTES); }
 __attribute__((always_inline)) inline ca_block_t *ca_block_new(ca_device_t *d) {
   ca_block_t *b = d->spare_blocks;
   if (b) d->spare_blocks = b->next;
-  else if (!(b = block_alloc())) return NULL;
+  else if (!(b = malloc(sizeof *b))) return NULL;
   /* Two pieces of at most 64 bytes: the compiler stores them inline, where
    * one of 128 bytes became a `rep stos` (a step per 8 bytes). */
   memset(b, 0, ZERO_HALF);
@@ -41,7 +34,7 @@ bool ca_block_reserve(ca_device_t *d, int n) {
   int have = 0;
   for (ca_block_t *b = d->spare_blocks; b && have < n; b = b->next) have++;
   for (; have < n; have++) {
-    ca_block_t *b = block_alloc();
+    ca_block_t *b = malloc(sizeof *b);
     if (!b) return false;
     b->next = d->spare_blocks;
     d->spare_blocks = b;

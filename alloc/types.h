@@ -55,40 +55,32 @@ typedef enum { CA_MAPPED, CA_HOLE } ca_block_kind_t;
 /* A device's pools, indexing every per-pool array. */
 typedef enum { CA_POOL_SMALL, CA_POOL_LARGE, CA_POOL_COUNT } ca_pool_id_t;
 
-/* Three cache lines, in the order the hot paths read them (blocks.c
- * aligns each struct to a line): a search, a split, a merge and the test
- * of a neighbour read the first alone; a take and a free the second; the
- * front cache and the reports the third. */
 struct ca_block_s {
   uintptr_t addr;
   size_t size;                  /* bytes spanned: a multiple of CA_MIN_BLOCK */
+  size_t requested;             /* LIVE: what the program asked for */
+  size_t site_requested;        /* LIVE: the requested bytes its site counted it with (a front-cache hit
+                                 * changes requested without the device lock the site's totals need) */
   ca_block_t *prev, *next;      /* address order within the segment */
   ca_block_t *bin_prev, *bin_next; /* FREE: pool bins; PENDING: queue bins */
+  ca_block_t *fence_prev, *fence_next; /* PENDING: list of its fence */
+  ca_segment_t *seg;
+  ca_queue_t *queue;            /* PENDING: where it waits */
+  ca_fence_t *fence;            /* PENDING: what it waits for */
+  ca_stream_t stream;           /* LIVE: allocation stream */
+  uint64_t owner;               /* LIVE, per-thread stream: its thread's tag */
+  void *site;                   /* LIVE: call site (tracking) */
+  uintptr_t tc;                 /* LIVE: a thread's front cache's claim (tcache.c) */
+  ca_block_t *tc_next;          /* cached: the front cache's list */
+  void *tc_slot;                /* the front cache's: where its thread last remembered it (tcache.c) */
   uint8_t state;                /* ca_block_state_t */
   uint8_t kind;                 /* ca_block_kind_t, FREE blocks only */
   uint8_t in_bins;
   uint8_t bin_fl, bin_sl;       /* the bin it sits in, while in_bins */
   uint8_t slot;                 /* its arena's slot (the struct stays in its arena: blocks.c) */
-  ca_queue_t *queue;            /* PENDING: where it waits */
-
-  ca_block_t *fence_prev, *fence_next; /* PENDING: list of its fence */
-  ca_fence_t *fence;            /* PENDING: what it waits for */
-  ca_segment_t *seg;
-  ca_stream_t stream;           /* LIVE: allocation stream */
-  uint64_t owner;               /* LIVE, per-thread stream: its thread's tag */
-  size_t requested;             /* LIVE: what the program asked for */
-  void *site;                   /* LIVE: call site (tracking) */
-
-  uintptr_t tc;                 /* LIVE: a thread's front cache's claim (tcache.c) */
-  ca_block_t *tc_next;          /* cached: the front cache's list */
-  void *tc_slot;                /* the front cache's: where its thread last remembered it (tcache.c) */
-  size_t site_requested;        /* LIVE: the requested bytes its site counted it with (a front-cache hit
-                                 * changes requested without the device lock the site's totals need) */
   uint32_t tid;                 /* LIVE: the allocating thread (leaks.c) */
   uint32_t step;                /* LIVE: the step it was allocated in (step.c) */
 };
-_Static_assert(__builtin_offsetof(ca_block_t, fence_prev) == 64 && __builtin_offsetof(ca_block_t, tc) == 128,
-               "a block's fields fall in the cache lines its comment names");
 
 /* Segregated-fit index of free blocks (bins.c): CA_BINS_FL first-level
  * bins, each split into CA_BINS_SL, with a bitmap per level. */
