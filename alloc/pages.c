@@ -334,9 +334,9 @@ static bool steal_from(ca_block_t *b, void *arg) {
 static size_t steal(ca_device_t *d, size_t want, steal_mode_t mode) {
   if (!ca_config.expandable_segments) return 0;
   steal_t s = {d, want, 0, mode};
-  /* The large pool first: its free blocks span more whole pages. */
-  /* A block smaller than a page holds no whole page: not looked at (at 64
-   * streams, most of the free blocks a growth used to walk). */
+  /* The large pool first: its free blocks span more whole pages. A block
+   * smaller than a page holds none: not looked at (at 64 streams, most of
+   * the free blocks a growth used to walk). */
   for (int p = CA_POOL_LARGE; p >= CA_POOL_SMALL && s.got < want; p--)
     ca_bins_each_at_least(&d->pools[p].bins, d->page, steal_from, &s);
   return s.got;

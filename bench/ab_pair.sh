@@ -9,7 +9,7 @@
 #   AB_ROUNDS=40 bench/ab_pair.sh HEAD~1               more rounds (default 30)
 #   bench/ab_pair.sh HEAD gpu/64:eq                    64 streams, 1,024 live blocks
 set -eu
-[ $# -ge 1 ] || { echo "usage: bench/ab_pair.sh BASE_REV [tiny|gpu|mix ...]" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: bench/ab_pair.sh BASE_REV [tiny|gpu|mix[/STREAMS:eq] ...]" >&2; exit 2; }
 rev=$1
 shift
 seqs=${*:-tiny gpu mix}
