@@ -289,7 +289,7 @@ static __attribute__((noinline)) CUresult malloc_core(int dev, void **ptr, size_
      * PyTorch's whose frees keep cudaFree's promise) */
     claimed = kind == CA_ALLOC_ASYNC && ca_tcache_claim(d, b, stream);
   }
-  if (b && ca_backend_checks_handout(ca_state.be))   /* a backend that sees device work checks the hand-out */
+  if (b && ca_handout_checked())   /* a backend that sees device work checks the hand-out */
     ca_state.be->check_handout(b->addr, size, stream, stream != NULL, caller);
   ca_devlock_release(&d->lock);
   if (claimed) ca_tcache_remember(b);

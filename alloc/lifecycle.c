@@ -64,6 +64,7 @@ static CUresult start(const char *conf) {
   if (!rc && n <= 0) rc = CUDA_ERROR_NO_DEVICE;
   if (rc) return rc;
   ca_state.ndevices = n > CA_MAX_DEVICES ? CA_MAX_DEVICES : n;
+  ca_state.handout_watch = ca_backend_handout_watch(be);
   ca_state.be = be;
   pthread_once(&first_start_once, first_start);
   ca_report_check_job();

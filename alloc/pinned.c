@@ -324,7 +324,7 @@ static CUresult alloc_locked(void **ptr, size_t size, void *caller) {
   /* A backend that sees device work checks the hand-out, as for device
    * blocks: any stream may use pinned memory at once, so no copy may still
    * be in flight on it. */
-  if (ca_backend_checks_handout(ca_state.be)) ca_state.be->check_handout((uintptr_t)p, size, NULL, false, caller);
+  if (ca_handout_checked()) ca_state.be->check_handout((uintptr_t)p, size, NULL, false, caller);
   *ptr = p;
   return CUDA_SUCCESS;
 }

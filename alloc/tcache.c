@@ -465,7 +465,7 @@ HOT void handed_out(ca_tcache_t *c, ca_block_t *b, void **ptr, size_t size, void
   ca_tcache_on_handout(b->seg->pool->dev, b, true);
   unhold(c);
   *ptr = (void *)b->addr;
-  if (ca_backend_checks_handout(ca_state.be)) ca_state.be->check_handout(b->addr, size, b->stream, true, caller);
+  if (ca_handout_checked()) ca_state.be->check_handout(b->addr, size, b->stream, true, caller);
 }
 
 bool ca_tcache_hit(int dev, void **ptr, size_t size, ca_stream_t stream, void *site, void *caller) {

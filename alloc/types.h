@@ -269,6 +269,7 @@ typedef struct {
 
 typedef struct ca_state_s {
   const ca_backend_t *be;
+  const unsigned *handout_watch;       /* ca_backend_handout_watch(be), set with be */
   int ndevices;
   ca_device_t *devices[CA_MAX_SLOTS];   /* by slot: devices[o] is ordinal o's arena 0 */
   size_t reserved[CA_MAX_DEVICES];      /* by ordinal: every arena's reserved bytes, against limit (arena.c) */
@@ -281,13 +282,17 @@ typedef struct ca_state_s {
   bool exited;
   int init;                     /* ca_init_state_t, read and written atomically */
 } ca_state_t;
-/* be, the devices, captures and exited are read on the allocation and free
+/* be, handout_watch, the devices, captures and exited are read on the allocation and free
  * paths: the live and lease lines make the whole state line-aligned and a
  * whole number of lines, so that nothing else shares them (line.h). */
 _Static_assert(_Alignof(ca_state_t) >= CA_LINE && sizeof(ca_state_t) % CA_LINE == 0, "ca_state: lines of its own");
 
 /* The process's allocator (defined in device.c). */
 extern ca_state_t ca_state;
+
+/* Whether the backend's check_handout must see a hand-out now (once
+ * started: the watch is set with the backend). */
+static inline bool ca_handout_checked(void) { return __atomic_load_n(ca_state.handout_watch, __ATOMIC_ACQUIRE); }
 
 static inline void ca_stat_add(cudalloc_stat_t *s, int64_t delta) {
   s->current += delta;

@@ -65,6 +65,24 @@ Test(cuda_backend, the_configuration_selects_it) {
   cr_assert_null(ca_backend_find(NULL));
 }
 
+/* The word a hand-out reads (ca_backend_handout_watch): the CUDA backend
+ * checks nothing (0), the simulated device is watched through its count of
+ * pending work, and a backend with a check but no such word is called at
+ * every hand-out (1), as backend.h's contract says for a NULL
+ * handout_pending. Every hand-out site's oracle test fails when the watch
+ * reads 0 for the simulated device (test_sim_reuse_oracle, test_core_tcache,
+ * test_pinned). */
+static void check_nothing(uintptr_t va, size_t size, ca_stream_t stream, bool ordered, void *site) {
+  (void)va, (void)size, (void)stream, (void)ordered, (void)site;
+}
+Test(cuda_backend, each_backend_has_the_hand_out_watch_its_check_needs) {
+  cr_assert_eq(*ca_backend_handout_watch(&ca_backend_cuda), 0, "no check: the watch never calls");
+  cr_assert_not_null(ca_backend_sim.handout_pending);
+  cr_assert_eq(ca_backend_handout_watch(&ca_backend_sim), ca_backend_sim.handout_pending);
+  ca_backend_t always = {.name = "always", .check_handout = check_nothing};
+  cr_assert_eq(*ca_backend_handout_watch(&always), 1, "a check with no pending word is made at every hand-out");
+}
+
 /* The library never links libcuda: it is loaded only when init() asks. */
 Test(cuda_backend, libcuda_is_not_loaded_before_init) {
   cr_assert_null(dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD),

@@ -21,6 +21,11 @@ int ca_backend_op_from_name(const char *name, size_t len) {
 
 static const ca_backend_t *const backends[] = {&ca_backend_cuda, &ca_backend_sim};
 
+const unsigned *ca_backend_handout_watch(const ca_backend_t *be) {
+  static const unsigned never = 0, always = 1;
+  return !be->check_handout ? &never : be->handout_pending ? be->handout_pending : &always;
+}
+
 const ca_backend_t *ca_backend_find(const char *name) {
   for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)
     if (name && strcmp(backends[i]->name, name) == 0) return backends[i];

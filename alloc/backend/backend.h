@@ -228,7 +228,7 @@ typedef struct ca_backend_s {
                         void *site);
   /* With check_handout: a word that reads 0 (an acquire load) while no
    * device work is pending that a hand-out could meet, when check_handout
-   * has nothing to check; the core then skips the call (ca_backend_checks_handout).
+   * has nothing to check; the core then skips the call (ca_backend_handout_watch).
    * NULL: the call is made at every hand-out. */
   const unsigned *handout_pending;
   /* The processes that hold memory on dev, this one included, at most cap
@@ -238,13 +238,14 @@ typedef struct ca_backend_s {
   CUresult (*processes)(int dev, ca_process_t *out, unsigned cap, unsigned *n);
 } ca_backend_t;
 
-/* Whether the backend's check_handout must see a hand-out now: with no
- * device work pending it has nothing to check, and the call would cost a
- * front-cache hit an indirect call and its arguments (docs/benchmarks.md,
- * eighteenth session). */
-static inline bool ca_backend_checks_handout(const ca_backend_t *be) {
-  return be->check_handout && (!be->handout_pending || __atomic_load_n(be->handout_pending, __ATOMIC_ACQUIRE));
-}
+/* The word whose value says whether be's check_handout must see a
+ * hand-out now (not 0: call it): its handout_pending, or a word that
+ * always reads 1 (a check without one) or 0 (no check). With no device
+ * work pending the check has nothing to look at, and the call would cost
+ * a front-cache hit an indirect call and its arguments (docs/benchmarks.md,
+ * eighteenth session). Chosen once, when the backend starts, so that a
+ * hand-out asks with two loads (ca_handout_checked, types.h). */
+const unsigned *ca_backend_handout_watch(const ca_backend_t *be);
 
 extern const ca_backend_t ca_backend_sim;
 extern const ca_backend_t ca_backend_cuda;
