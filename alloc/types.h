@@ -282,9 +282,10 @@ typedef struct ca_state_s {
   bool exited;
   int init;                     /* ca_init_state_t, read and written atomically */
 } ca_state_t;
-/* be, handout_watch, the devices, captures and exited are read on the allocation and free
- * paths: the live and lease lines make the whole state line-aligned and a
- * whole number of lines, so that nothing else shares them (line.h). */
+/* be, handout_watch, the devices, captures and exited are read on the
+ * allocation and free paths: the live and lease lines make the whole state
+ * line-aligned and a whole number of lines, so that nothing else shares
+ * them (line.h). */
 _Static_assert(_Alignof(ca_state_t) >= CA_LINE && sizeof(ca_state_t) % CA_LINE == 0, "ca_state: lines of its own");
 
 /* The process's allocator (defined in device.c). */
