@@ -703,24 +703,37 @@ static void summary(void) {
   printf("\n");
 }
 
+/* ", with KEY:VALUE..." when --conf changed the configuration: a target's
+ * row then names it (make bench runs the thread part again at arenas:1,
+ * whose rows would otherwise read as the default's). */
+static const char *conf_note(void) {
+  static char note[300];
+  if (!opt.conf || !*opt.conf) return "";
+  snprintf(note, sizeof note, ", with %s", opt.conf + (opt.conf[0] == ','));
+  return note;
+}
+
 static void targets(void) {
   printf("| target | figure | goal |\n| --- | --- | --- |\n");
   for (int i = 0; i < nrows; i++)
     if (rows[i].target > 0)
-      printf("| %s, cudalloc/jemalloc | %.2f | <= %.2f |\n", rows[i].name, rows[i].vs_je, rows[i].target);
+      printf("| %s, cudalloc/jemalloc%s | %.2f | <= %.2f |\n", rows[i].name, conf_note(), rows[i].vs_je,
+             rows[i].target);
   if (opt.single) {
-    printf("| %d streams / 1, tiny pair (%d x the working set: %d live per stream) | %.2f | <= %.1f |\n", STREAMS,
-           STREAMS, WINDOW, streams_ratio[1], TARGET_STREAMS);
-    printf("| %d streams / 1, GPU-like pair (%d x the working set) | %.2f | <= %.1f |\n", STREAMS, STREAMS,
-           streams_ratio[0], TARGET_STREAMS);
-    printf("| %d streams / 1, tiny pair, the same %d live blocks | %.2f | <= %.1f |\n", STREAMS, EQUAL_WINDOW,
-           equal_ratio[1], TARGET_STREAMS);
-    printf("| %d streams / 1, GPU-like pair, the same %d live blocks | %.2f | <= %.1f |\n", STREAMS, EQUAL_WINDOW,
-           equal_ratio[0], TARGET_STREAMS);
+    printf("| %d streams / 1, tiny pair (%d x the working set: %d live per stream)%s | %.2f | <= %.1f |\n", STREAMS,
+           STREAMS, WINDOW, conf_note(), streams_ratio[1], TARGET_STREAMS);
+    printf("| %d streams / 1, GPU-like pair (%d x the working set)%s | %.2f | <= %.1f |\n", STREAMS, STREAMS,
+           conf_note(), streams_ratio[0], TARGET_STREAMS);
+    printf("| %d streams / 1, tiny pair, the same %d live blocks%s | %.2f | <= %.1f |\n", STREAMS, EQUAL_WINDOW,
+           conf_note(), equal_ratio[1], TARGET_STREAMS);
+    printf("| %d streams / 1, GPU-like pair, the same %d live blocks%s | %.2f | <= %.1f |\n", STREAMS, EQUAL_WINDOW,
+           conf_note(), equal_ratio[0], TARGET_STREAMS);
   }
   if (opt.threads) {
-    printf("| two threads / one, GPU-like sequence | %.2f | >= %.1f |\n", two_thread_scaling[0], TARGET_TWO_THREADS);
-    printf("| two threads / one, tiny sequence | %.2f | >= %.1f |\n", two_thread_scaling[1], TARGET_TWO_THREADS);
+    printf("| two threads / one, GPU-like sequence%s | %.2f | >= %.1f |\n", conf_note(), two_thread_scaling[0],
+           TARGET_TWO_THREADS);
+    printf("| two threads / one, tiny sequence%s | %.2f | >= %.1f |\n", conf_note(), two_thread_scaling[1],
+           TARGET_TWO_THREADS);
   }
   printf("\n");
 }

@@ -51,8 +51,10 @@ status=0
     "$BUILD/bench/bench_alloc" --part threads $thread_args --conf ",arenas:$arenas" || status=1
     echo
   fi
+  echo "\$ $BUILD/bench/bench_pinned ${BENCH_PINNED_ARGS:-}"
   "$BUILD/bench/bench_pinned" ${BENCH_PINNED_ARGS:-} || status=1
   echo
+  echo "\$ bench/bench_workload.sh"
   BUILD=$BUILD bench/bench_workload.sh || status=1
   echo
   if [ -n "${TRACES:-}" ] && ls "$TRACES"/*.pickle >/dev/null 2>&1; then
@@ -66,6 +68,8 @@ status=0
 status=${PIPESTATUS[0]}
 echo
 echo "== summary (the whole output: $LOG) =="
-# Each benchmark's tables are its lines that start with "|".
-grep '^|' "$LOG"
+# Each benchmark's tables are its lines that start with "|", under the
+# command that printed them: the thread part runs twice (the default arenas
+# and arenas:1), and its two tables carry the same labels.
+grep -E '^(\||\$ )' "$LOG"
 exit "$status"
