@@ -69,7 +69,7 @@ status=${PIPESTATUS[0]}
 echo
 echo "== summary (the whole output: $LOG) =="
 # Each benchmark's tables are its lines that start with "|", under the
-# command that printed them: the thread part runs twice (the default arenas
-# and arenas:1), and its two tables carry the same labels.
-grep -E '^(\||\$ )' "$LOG"
+# command that printed them (the thread part runs twice: the default arenas
+# and arenas:1). Kept in $BUILD/bench/summary.md too (bench/summary_check.sh).
+grep -E '^(\||\$ )' "$LOG" | tee "$BUILD/bench/summary.md"
 exit "$status"
