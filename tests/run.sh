@@ -11,12 +11,14 @@ export CUDALLOC_SAN=${SAN:-}
 export TMPDIR=$CUDALLOC_BUILD/tmp
 rm -rf "$TMPDIR" && mkdir -p "$TMPDIR"
 export CUDALLOC_SAN_RUNTIME=${SAN_RUNTIME:-}
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:verify_asan_link_order=0}
+# intercept_tls_get_addr=0: GCC 12's runtimes guess a new dynamic TLS
+# block's range from the heap bytes before it, and libdw's (dlopen'ed to
+# name call sites) made them die now and then: ThreadSanitizer "failed to
+# allocate ... (errno: 12)", LeakSanitizer "Tracer caught signal 11" at a
+# preloaded program's exit; tests/test_sanitizer_dtls.c shows both sides.
+# Options given later win.
+export ASAN_OPTIONS=intercept_tls_get_addr=0:${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:verify_asan_link_order=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-# intercept_tls_get_addr=0: GCC 12's runtime guesses a new dynamic TLS
-# block's range from the heap bytes before it and died now and then on
-# libdw's (dlopen'ed to name call sites), "failed to allocate ... (errno:
-# 12)"; tests/test_tsan_dtls.c shows both sides. Options given later win.
 export TSAN_OPTIONS=intercept_tls_get_addr=0:${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 jobs=${TEST_JOBS:-$(nproc)}
 # Under ThreadSanitizer without address-space randomisation: GCC's runtime

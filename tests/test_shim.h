@@ -52,23 +52,13 @@ static inline shim_run_t *shim_sh(const char *env, const char *cmd) {
   return &r;
 }
 
-/* Under ASan, no leak check at a preloaded program's exit: once the exit
- * summary has named call sites through libdw (dlopen'ed), LeakSanitizer's
- * own thread crashes while it scans the threads' TLS ("Tracer caught
- * signal 11", gcc 12's runtime), and the program exits 1. The suites'
- * own processes keep the leak check. */
-static inline const char *shim_san_env(void) {
-  const char *san = getenv("CUDALLOC_SAN");
-  return san && !strcmp(san, "asan") ? "ASAN_OPTIONS=detect_leaks=0:abort_on_error=0:verify_asan_link_order=0 " : "";
-}
-
 /* Runs program `prog` of tests/progs with `args`, preloaded with cudalloc
  * and configured with `conf` (NULL: CUDALLOC_CONF unset). */
 static inline shim_run_t *shim_prog(const char *prog, const char *args, const char *conf) {
   char env[1024], pre[512], cmd[1024];
   shim_preload(pre, sizeof pre);
-  if (conf) snprintf(env, sizeof env, "%sLD_PRELOAD='%s' CUDALLOC_CONF='%s'", shim_san_env(), pre, conf);
-  else snprintf(env, sizeof env, "-u CUDALLOC_CONF %sLD_PRELOAD='%s'", shim_san_env(), pre);
+  if (conf) snprintf(env, sizeof env, "LD_PRELOAD='%s' CUDALLOC_CONF='%s'", pre, conf);
+  else snprintf(env, sizeof env, "-u CUDALLOC_CONF LD_PRELOAD='%s'", pre);
   snprintf(cmd, sizeof cmd, "%s/progs/%s %s", shim_build(), prog, args ? args : "");
   return shim_sh(env, cmd);
 }
