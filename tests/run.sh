@@ -26,7 +26,7 @@ jobs=${TEST_JOBS:-$(nproc)}
 # repeat. It was added for an errno-12 death of test_trace in CI, taken
 # then for a randomised mapping in the shadow's way; that death has the
 # signature of the TLS guess turned off above (test_stress_threads died
-# the same way with -R, 2 of 250 runs, before the option).
+# the same way with -R, 2 of about 155 runs, before the option).
 runner=()
 [ "${SAN:-}" = tsan ] && command -v setarch >/dev/null && runner=(setarch "$(uname -m)" -R)
 failed=()
