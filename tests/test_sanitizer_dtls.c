@@ -19,14 +19,9 @@
  * program does reach the guess). */
 #include "test_shim.h"
 
-static const char *sanitizer(void) {
-  const char *san = getenv("CUDALLOC_SAN");
-  return san && *san ? san : NULL;
-}
-
 /* TSan: the guess on every thread's first touch; ASan: LeakSanitizer's
  * scan of the threads alive at exit. */
-static bool tsan(void) { return !strcmp(sanitizer(), "tsan"); }
+static bool tsan(void) { return !strcmp(shim_sanitizer(), "tsan"); }
 static const char *args_for(void) { return tsan() ? "1024" : "512 hold"; }
 static const char *death_of(void) { return tsan() ? "ThreadSanitizer failed to allocate" : "Tracer caught signal"; }
 
@@ -44,14 +39,14 @@ static shim_run_t *guess(const char *extra) {
 }
 
 Test(sanitizer_dtls, the_suites_options_live_through_the_runtimes_tls_guess) {
-  if (!sanitizer()) cr_skip_test("a sanitizer's runtime only: make test-tsan and make test-asan run it");
+  if (!shim_sanitizer()) cr_skip_test("a sanitizer's runtime only: make test-tsan and make test-asan run it");
   shim_run_t *r = guess("");
   cr_assert_eq(r->status, 0, "dtls_guess %s died under the suite's options:\n%s", args_for(), r->out);
   shim_assert_has(r, "dtls_guess: ok");
 }
 
 Test(sanitizer_dtls, the_runtimes_own_guess_dies) {
-  if (!sanitizer()) cr_skip_test("a sanitizer's runtime only: make test-tsan and make test-asan run it");
+  if (!shim_sanitizer()) cr_skip_test("a sanitizer's runtime only: make test-tsan and make test-asan run it");
   shim_run_t *r = guess(":intercept_tls_get_addr=1");
   if (r->status == 0) cr_skip_test("this runtime survives its TLS guess: the suite's option is no longer needed");
   shim_assert_has(r, death_of());

@@ -391,7 +391,7 @@ Test(preload, tls_stays_small) {
 }
 
 Test(preload, dlopen_gets_static_tls) {
-  bool descriptors = !(getenv("CUDALLOC_SAN") && *getenv("CUDALLOC_SAN"));
+  bool descriptors = !shim_sanitizer();
 #if !defined(__x86_64__)
   descriptors = false;
 #endif
@@ -454,7 +454,7 @@ Test(preload, pinned_host_memory_leaves_the_programs_malloc_alone) {
    * ("munmap_chunk(): invalid pointer"; seen under ASan, and not cured by
    * replacing the aligned allocators too). The malloc checks run in every
    * build. */
-  bool san = getenv("CUDALLOC_SAN") && *getenv("CUDALLOC_SAN");
+  bool san = shim_sanitizer();
   shim_run_t *r = shim_prog("pinned_host", NULL, san ? "backend:sim,sim_events:auto,quiet:true" : "backend:sim,sim_events:auto");
   shim_assert_ok(r, "pinned_host");
   if (!san) shim_assert_has(r, "pinned host memory: peak allocated");

@@ -32,6 +32,12 @@ static inline const char *shim_san_runtime(void) {
   return r ? r : "";
 }
 
+/* The build's sanitizer, "asan" or "tsan" (CUDALLOC_SAN), or NULL. */
+static inline const char *shim_sanitizer(void) {
+  const char *s = getenv("CUDALLOC_SAN");
+  return s && *s ? s : NULL;
+}
+
 /* LD_PRELOAD's value for the library (the sanitizer runtime first). */
 static inline void shim_preload(char *buf, size_t cap) {
   snprintf(buf, cap, "%s %s/libcudalloc.so", shim_san_runtime(), shim_build());

@@ -16,7 +16,7 @@ static const char *const intended[] = {
 
 /* What a sanitizer build adds on its own (instrumentation bookkeeping). */
 static int sanitizer_symbol(const char *name) {
-  return getenv("CUDALLOC_SAN") && *getenv("CUDALLOC_SAN") &&
+  return shim_sanitizer() &&
          (strncmp(name, "__asan", 6) == 0 || strncmp(name, "__odr_asan", 10) == 0 ||
           strncmp(name, "__ubsan", 7) == 0 || strncmp(name, "__tsan", 6) == 0 ||
           strncmp(name, "__sanitizer", 11) == 0);
