@@ -9,7 +9,9 @@
 #                             the seed corpus in tests/fuzz/corpus/fuzz_<target>/
 #   make fuzz FUZZ_SECONDS=5  a short run
 #
-# New inputs go to $(BUILD)/fuzz/corpus-<target>/, never into the repository;
+# New inputs go to $(BUILD)/fuzz/corpus-<target>/, never into the repository
+# by themselves (a long run's are merged into the seeds by hand: `-merge=1
+# -use_counters=0`, the inputs that add an edge; docs/reliability.md);
 # a crash leaves its input in $(BUILD)/fuzz/ (crash-*), to be replayed with
 # `$(BUILD)/fuzz/fuzz_<target> <file>`.
 
