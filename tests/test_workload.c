@@ -19,6 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "test_shim.h"
+
 extern char **environ;
 
 typedef struct run_s {
@@ -41,18 +43,8 @@ static void free_all(void) {
 
 TestSuite(workload, .fini = free_all);
 
-static const char *build_dir(void) {
-  const char *b = getenv("CUDALLOC_BUILD");
-  return b && *b ? b : "build";
-}
-
-static int sanitized(void) {
-  const char *s = getenv("CUDALLOC_SAN");
-  return s && *s;
-}
-
 /* Steps of the runs that only need to show a property (not the 50-step check). */
-static int short_steps(void) { return sanitized() ? 20 : 30; }
+static int short_steps(void) { return shim_sanitizer() ? 20 : 30; }
 
 static char *slurp(int fd) {
   struct stat st;
@@ -82,10 +74,9 @@ static char **child_env(const char *conf) {
     if (strncmp(environ[i], "LD_PRELOAD=", 11) && strncmp(environ[i], "CUDALLOC_CONF=", 14))
       env[k++] = environ[i];
   if (conf) {
-    const char *san = getenv("CUDALLOC_SAN_RUNTIME");
-    char *pre = NULL, *cf = NULL;
-    cr_assert(asprintf(&pre, "LD_PRELOAD=%s%s%s/libcudalloc.so", san && *san ? san : "",
-                       san && *san ? " " : "", build_dir()) > 0);
+    char lib[512], *pre = NULL, *cf = NULL;
+    shim_preload(lib, sizeof lib);
+    cr_assert(asprintf(&pre, "LD_PRELOAD=%s", lib) > 0);
     /* device work lags behind the host, as on a GPU (docs/reliability.md) */
     cr_assert(asprintf(&cf, "CUDALLOC_CONF=sim_events:lag,%s", conf) > 0);
     env[k++] = keep(pre);
@@ -97,7 +88,7 @@ static char **child_env(const char *conf) {
 /* Runs $CUDALLOC_BUILD/<program> with args (NULL-terminated). */
 static void run(run_t *r, const char *program, const char *conf, const char *const *args) {
   char *path = NULL;
-  cr_assert(asprintf(&path, "%s/%s", build_dir(), program) > 0);
+  cr_assert(asprintf(&path, "%s/%s", shim_build(), program) > 0);
   keep(path);
   cr_assert_eq(access(path, X_OK), 0, "%s is not built", path);
   const char *argv[32] = {path};
@@ -253,7 +244,7 @@ Test(workload, leak_every_fails_naming_the_creep, .timeout = 240) {
    * leak every 5 steps is "step after step" only when each quarter of the
    * judged steps holds one: 30 steps do (24 judged), the sanitizers' 20 do
    * not (16 judged, quarters of 4 steps), so there it is not asserted. */
-  if (!sanitized()) {
+  if (!shim_sanitizer()) {
     cr_expect(strstr(r.err, "(30 marks by cudalloc_step(), the first 6 a warm-up): 1 call site grows step after step"),
               "stderr:\n%s", r.err);
     cr_expect(strstr(r.err, "cudalloc:   creep: +"), "stderr:\n%s", r.err);
