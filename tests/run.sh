@@ -29,15 +29,29 @@ jobs=${TEST_JOBS:-$(nproc)}
 # the same way with -R, 2 of about 155 runs, before the option).
 runner=()
 [ "${SAN:-}" = tsan ] && command -v setarch >/dev/null && runner=(setarch "$(uname -m)" -R)
+# Each binary's output is kept in $BUILD/test-logs; a failure's reasons are
+# printed again at the very end, because CI keeps only the tail of the log
+# (twice a stress run's failure left nothing but its name there).
+logs=$CUDALLOC_BUILD/test-logs
+rm -rf "$logs" && mkdir -p "$logs"
 failed=()
 for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue
-  echo "== $(basename "$t")"
-  if ! "${runner[@]}" "$t" --jobs="$jobs" --short-filename; then failed+=("$(basename "$t")"); fi
+  name=$(basename "$t")
+  echo "== $name"
+  "${runner[@]}" "$t" --jobs="$jobs" --short-filename 2>&1 | tee "$logs/$name.log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || failed+=("$name")
 done
 echo "== install"
 BUILD=$BUILD SAN=${SAN:-} tests/install/check.sh || failed+=(install)
 if [ ${#failed[@]} -gt 0 ]; then
+  for name in "${failed[@]}"; do
+    [ -f "$logs/$name.log" ] || continue
+    echo "-- why $name failed ($logs/$name.log):"
+    # Criterion's failed assertions, crashes and timeouts; a sanitizer's verdict
+    grep -E '\[----\]|\[FAIL\]|CRASH|[Cc]rash|[Tt]imed out|ERROR: |WARNING: ThreadSanitizer|SUMMARY: |runtime error' \
+      "$logs/$name.log" | head -n 12
+  done
   echo "FAILED: ${failed[*]}"
   exit 1
 fi
