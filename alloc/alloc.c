@@ -12,11 +12,15 @@
  *      retrying 1 and 4 after each that released memory
  *   6. give every cached page back and grow once more
  * and only then fails, with a report. */
+#include <time.h>
+
+#include "arena.h"
 #include "blocks.h"
 #include "calm.h"
 #include "core.h"
 #include "demand.h"
 #include "device.h"
+#include "devlock.h"
 #include "entry.h"
 #include "fence.h"
 #include "leaks.h"
@@ -68,6 +72,44 @@ static ca_block_t *reuse_flushed(ca_device_t *d, size_t rounded, ca_stream_t str
   return take(d, rounded, stream);
 }
 
+/* How long an arena waits for another's claim to go (arena.h): a claim
+ * lasts one squeeze and one growth. */
+#define CLAIM_WAIT_NS (1000L * 1000 * 1000)
+#define CLAIM_WAIT_STEP_NS (50L * 1000)
+
+/* d's lock let go until no other arena holds a claim (or the wait is
+ * over); false when d was torn down meanwhile. */
+static bool wait_out_claims(ca_device_t *d) {
+  ca_devlock_release(&d->lock);
+  for (long waited = 0; waited < CLAIM_WAIT_NS && ca_arena_claimed_elsewhere(d); waited += CLAIM_WAIT_STEP_NS)
+    nanosleep(&(struct timespec){.tv_nsec = CLAIM_WAIT_STEP_NS}, NULL);
+  ca_devlock_take(&d->lock);
+  return d->ready;
+}
+
+/* The ordinal's cap is every arena's: what the siblings cache, each in
+ * turn, with d's lock let go meanwhile and d's growth claimed (arena.h).
+ * Other threads may have freed into d or taken from it then (nothing of
+ * this path's is held across), or torn it down (a device reset: no retry
+ * on a device that is gone). An arena that squeezes while another's
+ * claim holds the memory it needs tries once more when the claim goes. */
+static ca_block_t *squeeze_siblings(ca_device_t *d, size_t rounded, ca_stream_t stream, CUresult *rc) {
+  int ordinal = d->ordinal;
+  uint64_t claim = ca_arena_claim(d, ca_pool_growth_bytes(d, rounded));
+  bool gone;
+  ca_block_t *b = NULL;
+  ca_siblings_squeeze(d, &gone);
+  if (!gone) {
+    *rc = CUDA_SUCCESS;
+    if (!(b = take(d, rounded, stream))) b = grow_and_take(d, rounded, stream, rc);
+  }
+  ca_arena_unclaim(ordinal, claim);
+  if (b || gone || claim || !ca_arena_claimed_elsewhere(d) || CA_DEBUG(arena_claim_no_wait) || !wait_out_claims(d))
+    return b;
+  *rc = CUDA_SUCCESS;
+  return (b = take(d, rounded, stream)) ? b : grow_and_take(d, rounded, stream, rc);
+}
+
 static ca_block_t *slow_path(ca_device_t *d, size_t rounded, ca_stream_t stream, CUresult *rc) {
   ca_block_t *b;
   ca_stat_add(&d->stats.num_retries, 1);
@@ -90,15 +132,7 @@ static ca_block_t *slow_path(ca_device_t *d, size_t rounded, ca_stream_t stream,
     if ((b = take(d, rounded, stream)) || (b = grow_and_take(d, rounded, stream, rc))) return b;
   }
   if (ca_trim(d, 0) && (b = grow_and_take(d, rounded, stream, rc))) return b;
-  /* The ordinal's cap is every arena's: what the siblings cache, each in
-   * turn, with d's lock let go meanwhile. Other threads may have freed into
-   * d or taken from it then (nothing of this path's is held across), or
-   * torn it down (a device reset: no retry on a device that is gone). */
-  bool gone = true;
-  if (ca_config.arenas > 1 && (ca_siblings_squeeze(d, &gone), !gone)) {
-    *rc = CUDA_SUCCESS;
-    if ((b = take(d, rounded, stream)) || (b = grow_and_take(d, rounded, stream, rc))) return b;
-  }
+  if (ca_config.arenas > 1 && (b = squeeze_siblings(d, rounded, stream, rc))) return b;
   if (!*rc) *rc = CUDA_ERROR_OUT_OF_MEMORY;
   return NULL;
 }

@@ -20,6 +20,32 @@ static void raise_peak(int ordinal, size_t now) {
     ;
 }
 
+/* A claim's token: its bytes above the claiming arena's index + 1. */
+#define CLAIM_ARENA_BITS 8
+_Static_assert(CA_MAX_ARENAS < (1 << CLAIM_ARENA_BITS), "an arena's index + 1 fits a claim's low bits");
+
+uint64_t ca_arena_claim(ca_device_t *d, size_t bytes) {
+  uint64_t token = (uint64_t)bytes << CLAIM_ARENA_BITS | (uint64_t)(d->arena + 1), none = 0;
+  if (bytes > UINT64_MAX >> CLAIM_ARENA_BITS) return 0;
+  return __atomic_compare_exchange_n(&ca_state.claim[d->ordinal], &none, token, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)
+             ? token
+             : 0;
+}
+
+void ca_arena_unclaim(int ordinal, uint64_t token) {
+  if (token) __atomic_compare_exchange_n(&ca_state.claim[ordinal], &token, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+/* The bytes of the limit another arena's claim holds for it. */
+static size_t claimed_by_others(const ca_device_t *d) {
+  uint64_t c = __atomic_load_n(&ca_state.claim[d->ordinal], __ATOMIC_ACQUIRE);
+  if (!c || (c & ((1u << CLAIM_ARENA_BITS) - 1)) == (uint64_t)(d->arena + 1) || CA_DEBUG(arena_claim_ignored)) return 0;
+  return (size_t)(c >> CLAIM_ARENA_BITS);
+}
+
+bool ca_arena_claimed_elsewhere(const ca_device_t *d) { return claimed_by_others(d) > 0; }
+
 bool ca_arena_charge(ca_device_t *d, size_t bytes) {
   size_t *total = &ca_state.reserved[d->ordinal];
   if (CA_DEBUG(arena_cap_per_arena)) {   /* the planted fault: each arena against the whole limit */
@@ -27,9 +53,10 @@ bool ca_arena_charge(ca_device_t *d, size_t bytes) {
     raise_peak(d->ordinal, __atomic_add_fetch(total, bytes, __ATOMIC_ACQ_REL));
     return true;
   }
+  size_t held = claimed_by_others(d), limit = held < d->limit ? d->limit - held : 0;
   size_t now = __atomic_load_n(total, __ATOMIC_ACQUIRE);
   do {
-    if (now > d->limit || bytes > d->limit - now) return false;
+    if (now > limit || bytes > limit - now) return false;
   } while (!__atomic_compare_exchange_n(total, &now, now + bytes, true, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
   raise_peak(d->ordinal, now + bytes);
   return true;

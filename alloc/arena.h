@@ -38,6 +38,20 @@ void ca_arena_each_sibling(ca_device_t *d, bool d_locked, void (*fn)(ca_device_t
  * refund gives bytes back (pages released, a create that failed). */
 bool ca_arena_charge(ca_device_t *d, size_t bytes);
 void ca_arena_refund(ca_device_t *d, size_t bytes);
+/* An arena short of memory squeezes its siblings with its own lock let go
+ * (never two arena locks at once), and their threads, whose frees were
+ * pending, grew into what the squeeze gave back before the arena could:
+ * it failed with the device almost empty of live memory (test_stress_
+ * threads' classic run under load: 3.4 MiB allocated of 500 MiB reserved).
+ * So it first claims the bytes its growth needs: until it lets the claim
+ * go, the other arenas' charges leave them out of the limit and fail, and
+ * their threads wait for their own frees instead. One claim an ordinal at
+ * a time. Returns the claim's token, 0 when another arena holds one. */
+uint64_t ca_arena_claim(ca_device_t *d, size_t bytes);
+/* Lets the claim of token go (0: none); ordinal's, as d may be gone. */
+void ca_arena_unclaim(int ordinal, uint64_t token);
+/* Another arena of d's ordinal holds a claim. */
+bool ca_arena_claimed_elsewhere(const ca_device_t *d);
 /* cudalloc_reset_peaks (d: the ordinal's first arena, locked): the
  * ordinal's peaks of reserved bytes (and of allocated and requested bytes,
  * when kept) are their currents. */

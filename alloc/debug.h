@@ -66,6 +66,9 @@ typedef struct ca_debug_s {
   bool arena_no_sibling_trim;   /* a slow path short of memory leaves the sibling arenas' caches alone (alloc.c) */
   bool arena_no_fold;           /* an ordinal's stats and free memory are its arena 0's alone (arena.c) */
   bool arena_lease_never_asks;  /* an arena's rise past its lease asks for none: the ordinal's peaks miss it (arena.h) */
+  bool arena_claim_ignored;     /* an arena's charges ignore the claim of another that squeezes its siblings (arena.h) */
+  bool arena_claim_no_wait;     /* an arena short of memory fails at once while another's claim holds it (alloc.c) */
+  void (*squeeze_window)(void); /* called in a squeeze's window, no arena lock held (a test's hook, not a switch) */
   uint64_t tcache_hits;         /* front-cache hits (a tally, not a switch) */
   uint64_t tcache_claims;       /* blocks the core handed out with a front cache's claim (a tally, not a switch) */
   uint64_t stackwalk_memo_hits; /* stacks a thread's memo answered (a tally, not a switch) */
@@ -81,9 +84,11 @@ extern ca_debug_t ca_debug;
 #define CA_DEBUG_TALLY(n) __atomic_add_fetch(&ca_debug.n, 1, __ATOMIC_RELAXED)
 /* What tcache_miss_pause does: a short sleep. */
 void ca_debug_pause(void);
+#define CA_DEBUG_HOOK(h) (ca_debug.h ? ca_debug.h() : (void)0)
 #else
 #define CA_DEBUG(sw) false
 #define CA_DEBUG_TALLY(n) ((void)0)
+#define CA_DEBUG_HOOK(h) ((void)0)
 static inline void ca_debug_pause(void) {}
 #endif
 

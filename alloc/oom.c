@@ -21,8 +21,8 @@
 #include "blocks.h"
 #include "device.h"
 #include "log.h"
+#include "pool.h"
 #include "report.h"
-#include "segments.h"
 #include "stats.h"
 #include "track.h"
 
@@ -89,8 +89,6 @@ static bool widest_hole(ca_block_t *h, void *arg) {
   return true;
 }
 
-static size_t round_up(size_t x, size_t to) { return x > SIZE_MAX - to ? x : (x + to - 1) / to * to; }
-
 /* Other processes' bytes on d, from the backend (this process excluded). */
 static void other_processes(ca_device_t *d, ca_oom_figures_t *f, ca_process_t *list, unsigned *n) {
   unsigned got = 0;
@@ -113,7 +111,7 @@ static void figures(ca_device_t *d, size_t size, CUresult rc, ca_oom_figures_t *
   f->size = size;
   f->rounded = size > d->limit || size > SIZE_MAX - CA_MIN_BLOCK ? size : ca_round_size(size);
   f->expandable = ca_config.expandable_segments;
-  f->grow_bytes = round_up(f->expandable ? f->rounded : ca_classic_segment_size(f->rounded), d->page);
+  f->grow_bytes = ca_pool_growth_bytes(d, f->rounded);
   size_t free_b = 0, total_b = 0;
   f->driver_free_known = ca_state.be->mem_info(d->ordinal, &free_b, &total_b) == CUDA_SUCCESS;
   f->driver_free = free_b;

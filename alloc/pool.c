@@ -137,6 +137,11 @@ static CUresult grow_expandable(ca_device_t *d, ca_pool_t *pool, size_t rounded)
   return rc;
 }
 
+size_t ca_pool_growth_bytes(const ca_device_t *d, size_t rounded) {
+  size_t bytes = ca_config.expandable_segments ? rounded : ca_classic_segment_size(rounded);
+  return bytes > SIZE_MAX - d->page ? bytes : (bytes + d->page - 1) / d->page * d->page;
+}
+
 CUresult ca_pool_grow(ca_device_t *d, ca_pool_t *pool, size_t rounded) {
   if (ca_config.expandable_segments) return grow_expandable(d, pool, rounded);
   return ca_classic_grow(d, pool, rounded);

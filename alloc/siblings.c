@@ -164,6 +164,7 @@ static size_t visit(ca_device_t *d, bool *gone, bool give_back) {
       usual = usual < 0 || !u ? -1 : usual + (int64_t)u;
     }
     ca_devlock_release(&s->lock);
+    if (give_back) CA_DEBUG_HOOK(squeeze_window);
     ca_devlock_take(&d->lock);
     if (!d->ready) {   /* torn down meanwhile (a device reset): nothing of the caller's stands */
       *gone = true;

@@ -274,6 +274,7 @@ typedef struct ca_state_s {
   ca_device_t *devices[CA_MAX_SLOTS];   /* by slot: devices[o] is ordinal o's arena 0 */
   size_t reserved[CA_MAX_DEVICES];      /* by ordinal: every arena's reserved bytes, against limit (arena.c) */
   size_t reserved_peak[CA_MAX_DEVICES]; /* by ordinal: the highest reserved was, since the last peak reset */
+  uint64_t claim[CA_MAX_DEVICES];       /* by ordinal: a squeezing arena's hold on the limit, 0: none (arena.c) */
   unsigned next_arena[CA_MAX_DEVICES];  /* by ordinal: the round-robin of first sights (arena.c) */
   ca_live_t live[CA_MAX_DEVICES];       /* by ordinal: exact peaks of allocated and requested bytes (arena.c) */
   ca_lease_t leases[CA_MAX_SLOTS];      /* by slot: each arena's part in them */

@@ -246,6 +246,121 @@ Test(core_arenas, arenas_growing_at_once_with_a_per_arena_cap_is_caught) {
   cr_assert_gt(most, (size_t)CAP_MB * MiB, "the planted fault went unnoticed: at most %zu bytes reserved", most);
 }
 
+/* A squeeze's window, as test_stress_threads' classic run met it under
+ * load: while arena 1 squeezes arena 0, its lock let go, a thread of arena
+ * 0 (s1) allocates 20 MiB, frees it on another stream (pending: manual
+ * events) and allocates 20 MiB again. Growing, not waiting for its free,
+ * arena 0 takes back what the squeeze gave, and arena 1 fails with 20 MiB
+ * of the 64 live; the claim makes arena 0 wait for its free instead. */
+static struct {
+  ca_stream_t s1, s2;
+  pthread_t squeezer;
+  bool done;
+  cudaError_t rc[2];   /* the window's two allocations */
+  void *p[2];
+} win;
+
+static void *window_thread(void *arg) {
+  (void)arg;
+  ca_state.be->set_device(0);
+  win.rc[0] = cudalloc_malloc(&win.p[0], 20 * MiB, (cudaStream_t)win.s1);
+  if (win.rc[0] == cudaSuccess) cudalloc_free(win.p[0], (cudaStream_t)win.s2);   /* pending on s2, in arena 0 */
+  win.rc[1] = cudalloc_malloc(&win.p[1], 20 * MiB, (cudaStream_t)win.s1);
+  return NULL;
+}
+
+static void squeeze_window(void) {
+  if (win.done || !pthread_equal(pthread_self(), win.squeezer)) return;   /* once, the squeezer's own visit */
+  win.done = true;
+  pthread_t t;
+  pthread_create(&t, NULL, window_thread, NULL);
+  pthread_join(t, NULL);
+}
+
+static cudaError_t squeeze_with_a_sibling_growing(void) {
+  core_start("arenas:2,arena_spread:first," CAP_CONF ",sim_capacity_mb:1024,oom_report:off,sim_events:manual,"
+             "expandable_segments:false");
+  win.s1 = test_stream(false), win.s2 = test_stream(false), win.squeezer = pthread_self(), win.done = false;
+  void *a = alloc_on(40 * MiB, win.s1);
+  cr_assert_eq(arena_of(a)->arena, 0);
+  cr_assert_eq(cudalloc_free(a, (cudaStream_t)win.s1), cudaSuccess);   /* cached in arena 0 */
+  ca_debug.squeeze_window = squeeze_window;
+  void *b = NULL;
+  capture_t c;
+  char sink[1];
+  capture_begin(&c);   /* the out-of-memory line of the planted fault */
+  cudaError_t rc = cudalloc_malloc(&b, 40 * MiB, (cudaStream_t)win.s2);
+  capture_end(&c, sink, sizeof sink);
+  ca_debug.squeeze_window = NULL;
+  cr_assert(win.done, "arena 1 never squeezed arena 0");
+  cr_assert_eq(win.rc[0], cudaSuccess, "the window's first allocation");
+  cr_assert_eq(win.rc[1], cudaSuccess, "the window's second allocation: arena 0 should have waited for its free");
+  cr_assert_eq(arena_of(win.p[1])->arena, 0);
+  if (rc == cudaSuccess) {
+    cr_assert_eq(arena_of(b)->arena, 1);
+    cr_assert_eq(cudalloc_free_sync(b), cudaSuccess);
+  }
+  cr_assert_eq(cudalloc_free_sync(win.p[1]), cudaSuccess);
+  cr_assert_leq(ca_arena_reserved_peak(arena(0)), (size_t)CAP_MB * MiB);
+  CHECKED();
+  return rc;
+}
+
+Test(core_arenas, a_sibling_growing_in_the_squeeze_window_leaves_the_squeezer_its_claim) {
+  cr_assert_eq(squeeze_with_a_sibling_growing(), cudaSuccess, "arena 1 ran out with 20 of 64 MiB live");
+  cr_assert_eq(ca_state.claim[0], 0, "the claim outlived the squeeze");
+}
+
+Test(core_arenas, a_claim_ignored_is_caught) {
+  ca_debug.arena_claim_ignored = true;
+  cr_assert_eq(squeeze_with_a_sibling_growing(), cudaErrorMemoryAllocation, "the planted fault went unnoticed");
+}
+
+/* Arena 1 claims 40 MiB of the 64 (as while it squeezes) and lets the
+ * claim go 20 ms later; meanwhile arena 0 asks for 40 MiB: it waits for the
+ * claim to go rather than fail. */
+static uint64_t held_claim;
+
+static void *let_claim_go(void *arg) {
+  (void)arg;
+  nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL);
+  ca_arena_unclaim(0, held_claim);
+  return NULL;
+}
+
+static cudaError_t ask_while_another_claims(void) {
+  core_start("arenas:2,arena_spread:first," CAP_CONF ",sim_capacity_mb:1024,oom_report:off,sim_events:auto");
+  ca_stream_t s1 = test_stream(false), s2 = test_stream(false);
+  cr_assert_eq(cudalloc_free_sync(alloc_on(1 * MiB, s1)), cudaSuccess);
+  cr_assert_eq(cudalloc_free_sync(alloc_on(1 * MiB, s2)), cudaSuccess);   /* arena 1 made */
+  cr_assert_not_null(arena(1));
+  cr_assert_neq(held_claim = ca_arena_claim(arena(1), 40 * MiB), 0);
+  pthread_t t;
+  pthread_create(&t, NULL, let_claim_go, NULL);
+  void *p = NULL;
+  capture_t c;
+  char sink[1];
+  capture_begin(&c);   /* the out-of-memory line of the planted fault */
+  cudaError_t rc = cudalloc_malloc(&p, 40 * MiB, (cudaStream_t)s1);
+  capture_end(&c, sink, sizeof sink);
+  pthread_join(t, NULL);
+  if (rc == cudaSuccess) {
+    cr_assert_eq(arena_of(p)->arena, 0);
+    cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
+  }
+  CHECKED();
+  return rc;
+}
+
+Test(core_arenas, an_arena_short_of_memory_waits_for_anothers_claim_to_go) {
+  cr_assert_eq(ask_while_another_claims(), cudaSuccess, "arena 0 failed while arena 1 held 40 MiB for 20 ms");
+}
+
+Test(core_arenas, no_wait_for_a_claim_is_caught) {
+  ca_debug.arena_claim_no_wait = true;
+  cr_assert_eq(ask_while_another_claims(), cudaErrorMemoryAllocation, "the planted fault went unnoticed");
+}
+
 // ----------------------------------------------------------------------------
 // Random threads and streams, at 2 to 4 arenas
 // ----------------------------------------------------------------------------
