@@ -147,6 +147,16 @@ Test(core_arenas, no_fold_is_caught) {
 #define CAP_MB 64
 #define CAP_CONF "memory_cap_mb:64"
 
+/* An allocation whose out-of-memory line (a planted fault's) is swallowed. */
+static cudaError_t malloc_quietly(void **p, size_t size, ca_stream_t s) {
+  capture_t c;
+  char sink[1];
+  capture_begin(&c);
+  cudaError_t rc = cudalloc_malloc(p, size, (cudaStream_t)s);
+  capture_end(&c, sink, sizeof sink);
+  return rc;
+}
+
 static size_t reserved_sum(void) {
   return (size_t)(arena(0)->stats.reserved_bytes.current + (arena(1) ? arena(1)->stats.reserved_bytes.current : 0));
 }
@@ -162,11 +172,7 @@ static cudaError_t squeeze_workload(size_t *most) {
   cr_assert_eq(cudalloc_free(a, (cudaStream_t)s1), cudaSuccess);   /* cached in arena 0 */
   *most = reserved_sum();
   void *b = NULL;
-  capture_t c;
-  char sink[1];
-  capture_begin(&c);   /* the out-of-memory line of the planted fault */
-  cudaError_t rc = cudalloc_malloc(&b, 40 * MiB, (cudaStream_t)s2);
-  capture_end(&c, sink, sizeof sink);
+  cudaError_t rc = malloc_quietly(&b, 40 * MiB, s2);
   if (reserved_sum() > *most) *most = reserved_sum();
   if (rc == cudaSuccess) {
     cr_assert_eq(arena_of(b)->arena, 1);
@@ -286,11 +292,7 @@ static cudaError_t squeeze_with_a_sibling_growing(void) {
   cr_assert_eq(cudalloc_free(a, (cudaStream_t)win.s1), cudaSuccess);   /* cached in arena 0 */
   ca_debug.squeeze_window = squeeze_window;
   void *b = NULL;
-  capture_t c;
-  char sink[1];
-  capture_begin(&c);   /* the out-of-memory line of the planted fault */
-  cudaError_t rc = cudalloc_malloc(&b, 40 * MiB, (cudaStream_t)win.s2);
-  capture_end(&c, sink, sizeof sink);
+  cudaError_t rc = malloc_quietly(&b, 40 * MiB, win.s2);
   ca_debug.squeeze_window = NULL;
   cr_assert(win.done, "arena 1 never squeezed arena 0");
   cr_assert_eq(win.rc[0], cudaSuccess, "the window's first allocation");
@@ -338,11 +340,7 @@ static cudaError_t ask_while_another_claims(void) {
   pthread_t t;
   pthread_create(&t, NULL, let_claim_go, NULL);
   void *p = NULL;
-  capture_t c;
-  char sink[1];
-  capture_begin(&c);   /* the out-of-memory line of the planted fault */
-  cudaError_t rc = cudalloc_malloc(&p, 40 * MiB, (cudaStream_t)s1);
-  capture_end(&c, sink, sizeof sink);
+  cudaError_t rc = malloc_quietly(&p, 40 * MiB, s1);
   pthread_join(t, NULL);
   if (rc == cudaSuccess) {
     cr_assert_eq(arena_of(p)->arena, 0);
