@@ -50,7 +50,7 @@ if [ ${#failed[@]} -gt 0 ]; then
     echo "-- why $name failed ($logs/$name.log):"
     # Criterion's failed assertions, crashes and timeouts; a sanitizer's verdict
     grep -E '\[----\]|\[FAIL\]|CRASH|[Cc]rash|[Tt]imed out|ERROR: |WARNING: ThreadSanitizer|SUMMARY: |runtime error' \
-      "$logs/$name.log" | head -n 12
+      "$logs/$name.log" | grep -v '^\[----\] *$' | head -n 12
   done
   echo "FAILED: ${failed[*]}"
   exit 1
