@@ -26,7 +26,7 @@ _Static_assert(CA_MAX_ARENAS < (1 << CLAIM_ARENA_BITS), "an arena's index + 1 fi
 
 uint64_t ca_arena_claim(ca_device_t *d, size_t bytes) {
   uint64_t token = (uint64_t)bytes << CLAIM_ARENA_BITS | (uint64_t)(d->arena + 1), none = 0;
-  if (bytes > UINT64_MAX >> CLAIM_ARENA_BITS) return 0;
+  if (bytes > d->limit || bytes > UINT64_MAX >> CLAIM_ARENA_BITS) return 0;   /* a growth that could never fit */
   return __atomic_compare_exchange_n(&ca_state.claim[d->ordinal], &none, token, false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE)
              ? token
