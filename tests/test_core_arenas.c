@@ -318,16 +318,25 @@ Test(core_arenas, a_claim_ignored_is_caught) {
   cr_assert_eq(squeeze_with_a_sibling_growing(), cudaErrorMemoryAllocation, "the planted fault went unnoticed");
 }
 
-/* Arena 1 claims 40 MiB of the 64 (as while it squeezes) and lets the
- * claim go 20 ms later; meanwhile arena 0 asks for 40 MiB: it waits for the
- * claim to go rather than fail. */
-static uint64_t held_claim;
+/* Arena 1 claims 40 MiB of the 64 (as while it squeezes); arena 0 asks
+ * for 40 MiB. Its squeeze starts a thread that lets the claim go 200 ms
+ * later: arena 0's retry, right after the squeeze, still meets the claim,
+ * and it waits for the claim to go rather than fail. */
+static struct {
+  uint64_t token;
+  bool started;
+  pthread_t thread;
+} held;
 
 static void *let_claim_go(void *arg) {
   (void)arg;
-  nanosleep(&(struct timespec){.tv_nsec = 20 * 1000 * 1000}, NULL);
-  ca_arena_unclaim(0, held_claim);
+  nanosleep(&(struct timespec){.tv_nsec = 200 * 1000 * 1000}, NULL);
+  ca_arena_unclaim(0, held.token);
   return NULL;
+}
+
+static void start_letting_go(void) {
+  if (!held.started) held.started = true, pthread_create(&held.thread, NULL, let_claim_go, NULL);
 }
 
 static cudaError_t ask_while_another_claims(void) {
@@ -336,12 +345,14 @@ static cudaError_t ask_while_another_claims(void) {
   cr_assert_eq(cudalloc_free_sync(alloc_on(1 * MiB, s1)), cudaSuccess);
   cr_assert_eq(cudalloc_free_sync(alloc_on(1 * MiB, s2)), cudaSuccess);   /* arena 1 made */
   cr_assert_not_null(arena(1));
-  cr_assert_neq(held_claim = ca_arena_claim(arena(1), 40 * MiB), 0);
-  pthread_t t;
-  pthread_create(&t, NULL, let_claim_go, NULL);
+  cr_assert_neq(held.token = ca_arena_claim(arena(1), 40 * MiB), 0);
+  held.started = false;
+  ca_debug.squeeze_window = start_letting_go;
   void *p = NULL;
   cudaError_t rc = malloc_quietly(&p, 40 * MiB, s1);
-  pthread_join(t, NULL);
+  ca_debug.squeeze_window = NULL;
+  cr_assert(held.started, "arena 0 never squeezed arena 1");
+  pthread_join(held.thread, NULL);
   if (rc == cudaSuccess) {
     cr_assert_eq(arena_of(p)->arena, 0);
     cr_assert_eq(cudalloc_free_sync(p), cudaSuccess);
@@ -351,7 +362,7 @@ static cudaError_t ask_while_another_claims(void) {
 }
 
 Test(core_arenas, an_arena_short_of_memory_waits_for_anothers_claim_to_go) {
-  cr_assert_eq(ask_while_another_claims(), cudaSuccess, "arena 0 failed while arena 1 held 40 MiB for 20 ms");
+  cr_assert_eq(ask_while_another_claims(), cudaSuccess, "arena 0 failed while arena 1 held 40 MiB for 200 ms");
 }
 
 Test(core_arenas, no_wait_for_a_claim_is_caught) {
