@@ -87,6 +87,12 @@ static bool wait_out_claims(ca_device_t *d) {
   return d->ready;
 }
 
+/* A free block, else growth: the retry after memory was given back. */
+static ca_block_t *take_or_grow(ca_device_t *d, size_t rounded, ca_stream_t stream, CUresult *rc) {
+  ca_block_t *b = take(d, rounded, stream);
+  return b ? b : grow_and_take(d, rounded, stream, rc);
+}
+
 /* The ordinal's cap is every arena's: what the siblings cache, each in
  * turn, with d's lock let go meanwhile and d's growth claimed (arena.h).
  * Other threads may have freed into d or taken from it then (nothing of
@@ -101,13 +107,13 @@ static ca_block_t *squeeze_siblings(ca_device_t *d, size_t rounded, ca_stream_t 
   ca_siblings_squeeze(d, &gone);
   if (!gone) {
     *rc = CUDA_SUCCESS;
-    if (!(b = take(d, rounded, stream))) b = grow_and_take(d, rounded, stream, rc);
+    b = take_or_grow(d, rounded, stream, rc);
   }
   ca_arena_unclaim(ordinal, claim);
   if (b || gone || claim || !ca_arena_claimed_elsewhere(d) || CA_DEBUG(arena_claim_no_wait) || !wait_out_claims(d))
     return b;
   *rc = CUDA_SUCCESS;
-  return (b = take(d, rounded, stream)) ? b : grow_and_take(d, rounded, stream, rc);
+  return take_or_grow(d, rounded, stream, rc);
 }
 
 static ca_block_t *slow_path(ca_device_t *d, size_t rounded, ca_stream_t stream, CUresult *rc) {
@@ -129,7 +135,7 @@ static ca_block_t *slow_path(ca_device_t *d, size_t rounded, ca_stream_t stream,
   size_t released;
   while (ca_fences_wait_one(d, &released)) {
     if (!released) continue;   /* nothing changed: no point searching again */
-    if ((b = take(d, rounded, stream)) || (b = grow_and_take(d, rounded, stream, rc))) return b;
+    if ((b = take_or_grow(d, rounded, stream, rc))) return b;
   }
   if (ca_trim(d, 0) && (b = grow_and_take(d, rounded, stream, rc))) return b;
   if (ca_config.arenas > 1 && (b = squeeze_siblings(d, rounded, stream, rc))) return b;
