@@ -52,6 +52,12 @@ $(BENCH_PAIR_IR): bench/pair_instructions.c bench/bench.h $(LIB_A) $(HEADER)
 	@mkdir -p $(@D)
 	$(CC) $(APP_CFLAGS) -Ibench -Ialloc/backend -Ialloc/backend/sim $< -o $@ $(LTO_LINK) $(LIB_A) $(CUDART) $(LIBS)
 
+# jemalloc's pair on the same sequences, for its instruction counts beside cudalloc's; not run by make bench.
+BENCH_JE_PAIR_IR := $(BUILD)/bench/je_pair_instructions
+$(BENCH_JE_PAIR_IR): bench/je_pair_instructions.c bench/bench.h
+	@mkdir -p $(@D)
+	$(CC) $(APP_CFLAGS) $(JEMALLOC_CFLAGS) -Ibench $< -o $@ $(JEMALLOC_LIBS) $(LIBS)
+
 # PyTorch's pluggable-allocator entry points through dlopen, as PyTorch calls them; built, not
 # run, by make bench.
 BENCH_TORCH_PAIR := $(BUILD)/bench/torch_pair
@@ -71,7 +77,7 @@ $(BENCH_SPY): bench/step_spy.c $(HEADER)
 	$(CC) $(APP_CFLAGS) -fvisibility=hidden -shared $< -o $@ -ldl
 
 BENCH_SHORT ?= 0
-bench: lib $(BENCH_ALLOC) $(BENCH_PINNED) $(BENCH_SPY) $(BENCH_PAIR_IR) $(BENCH_PRELOAD_PAIR) $(BENCH_TORCH_PAIR) $(WORKLOAD) $(WORKLOAD_HOST) $(BUILD)/cudalloc-replay
+bench: lib $(BENCH_ALLOC) $(BENCH_PINNED) $(BENCH_SPY) $(BENCH_PAIR_IR) $(BENCH_JE_PAIR_IR) $(BENCH_PRELOAD_PAIR) $(BENCH_TORCH_PAIR) $(WORKLOAD) $(WORKLOAD_HOST) $(BUILD)/cudalloc-replay
 	BUILD=$(BUILD) BENCH_SHORT=$(BENCH_SHORT) TRACES=$(TRACES) bench/run.sh
 
 .PHONY: bench-pack
