@@ -6,6 +6,7 @@
 
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +65,25 @@ static inline uint32_t *bench_mix_sizes(size_t n, uint64_t seed) {
     if (!v) return free(s), NULL;
     s[i] = *v;
     free(v);
+  }
+  return s;
+}
+
+/* The same n sizes reordered: those of at most `split` bytes and the larger
+ * ones in turn, each kind in its own order, the longer kind's rest at the
+ * end. An allocator whose path forks at one size (cudalloc's front cache at
+ * 64 KiB) then takes each side in turn, a branch the CPU predicts, where
+ * random sizes make it a coin toss (docs/benchmarks.md, twenty-sixth
+ * session). */
+static inline uint32_t *bench_alternate_sizes(const uint32_t *sizes, size_t n, uint32_t split) {
+  uint32_t *s = malloc(n * sizeof *s);
+  if (!s) return NULL;
+  size_t small = 0, large = 0, k = 0;
+  while (k < n) {
+    while (small < n && sizes[small] > split) small++;
+    while (large < n && sizes[large] <= split) large++;
+    bool want_small = small < n && (large >= n || k % 2 == 0);
+    s[k++] = want_small ? sizes[small++] : sizes[large++];
   }
   return s;
 }

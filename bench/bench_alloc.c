@@ -245,7 +245,7 @@ typedef struct row_s {
   int64_t calls;
 } row_t;
 
-static row_t rows[16];
+static row_t rows[24];
 static int nrows;
 
 static void print_one(alloc_id_t a, const double *ns, int n) {
@@ -773,6 +773,11 @@ static void single_thread(void) {
     return;
   }
   row_t *gpu_caller = scenario("(a) GPU-like 512 B..8 MiB", gpu, opt.pairs, false, TARGET_GPU_RATIO);
+  /* (a)'s sizes, small and large in turn: what (a)'s random order costs each allocator in branches */
+  uint32_t *turns = bench_alternate_sizes(gpu, SEQ, 64u << 10);
+  if (!turns) die("malloc", 0);
+  scenario("(a2) GPU-like, (a)'s sizes, <= 64 KiB and larger in turn", turns, opt.pairs, false, 0);
+  free(turns);
   row_t *tiny_caller = scenario("(b) tiny 16 B..1 KiB", tiny, 4 * opt.pairs, false, TARGET_TINY_RATIO);
   scenario("(m) PyTorch-like mix, 4 B..128 MiB", mix, opt.pairs, false, TARGET_MIX_RATIO);
   scenario("(a, cudaFree) GPU-like, free_sync", gpu, opt.pairs, true, 0);

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """The instructions a pair executes, from callgrind's per-instruction counts
 (docs/benchmarks.md, twenty-sixth session), for a count of what the pair does
-besides instructions: its memory operands (loads and stores go through the
-address units, three a cycle on the machine's Zen cores), and an input for
-llvm-mca's throughput model.
+besides instructions: its loads and stores (they go through the load-store
+units, three a cycle on the machine's Zen cores), and an input for llvm-mca's
+throughput model.
 
     valgrind --tool=callgrind --dump-instr=yes --compress-pos=no --compress-strings=no \\
       --callgrind-out-file=OUT --toggle-collect=timed BINARY PAIRS ...
@@ -11,7 +11,8 @@ llvm-mca's throughput model.
 
 FUNCTION: the functions (callgrind's names, e.g. ca_entry_malloc, mallocx) whose
 instructions count; those executed at least once every two pairs are the pair's
-path. Each function's object is disassembled with objdump (a shared object at
+path. A memory operand: a load or a store (`lea` computes an address only).
+Each function's object is disassembled with objdump (a shared object at
 the address its function's entry was loaded at). --mca writes them, branches,
 calls and returns left out, in address order within each function, for
 `llvm-mca -mcpu=znver3 FILE` (a model: it reads the path as straight-line code).
@@ -83,7 +84,7 @@ def main():
             base = min(cost[(obj, fn)]) - starts[name] if name in starts else 0
             path = [ins.get(x - base, "?") for x in hot]
             body = [i for i in path if not i.startswith(BRANCH)]
-            mem = [i for i in body if "(" in i or i.startswith(("push", "pop"))]
+            mem = [i for i in body if ("(" in i and not i.startswith("lea")) or i.startswith(("push", "pop"))]
             pushpop = sum(1 for i in body if i.startswith(("push", "pop")))
             print(f"{name}: {len(path)} instructions, {len(body)} not branches, {len(mem)} with a memory "
                   f"operand ({pushpop} pushes and pops)")

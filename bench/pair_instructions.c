@@ -2,10 +2,10 @@
  * callgrind, which do not depend on the machine's load (docs/benchmarks.md):
  *
  *   valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect=timed \
- *     build/bench/pair_instructions PAIRS tiny|gpu|mix WARM_PASSES [STREAMS[:eq] [,conf]]
+ *     build/bench/pair_instructions PAIRS tiny|gpu|gpu-turns|mix WARM_PASSES [STREAMS[:eq] [,conf]]
  *
  * "Collected" / PAIRS is the instructions of one pair. The same 65,536-size
- * sequences as bench_alloc's (a), (b) and (m) (bench.h), a window of 16 live blocks per
+ * sequences as bench_alloc's (a), (a2), (b) and (m) (bench.h), a window of 16 live blocks per
  * stream, pairs round-robin over STREAMS streams (1 to 64); WARM_PASSES
  * passes of the sequence run first, outside the count. STREAMS:eq holds the
  * working set at 1,024 live blocks whatever the number of streams (bench_alloc's
@@ -65,6 +65,12 @@ int main(int argc, char **argv) {
     if (ca_sim_stream_create(&streams[i], 1)) return 1;
   uint32_t *sizes = tiny ? bench_sizes(1 << 16, 16, 1024, 2)
                  : mix ? bench_mix_sizes(1 << 16, 3) : bench_sizes(1 << 16, 512, 8u << 20, 1);
+  if (sizes && !strcmp(argv[2], "gpu-turns")) {   /* (a2): (a)'s sizes, small and large in turn */
+    uint32_t *random_order = sizes;
+    sizes = bench_alternate_sizes(random_order, 1 << 16, 64u << 10);
+    free(random_order);
+  }
+  if (!sizes) return 1;
   size_t warm = strtoull(argv[3], NULL, 10) << 16;
   eq ? run_eq(sizes, warm) : run(sizes, warm);
   cudalloc_stats_t a, b;
