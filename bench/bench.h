@@ -88,6 +88,22 @@ static inline uint32_t *bench_alternate_sizes(const uint32_t *sizes, size_t n, u
   return s;
 }
 
+/* The named sequence of SEQ_N sizes that bench_alloc's rows time and the
+ * instruction counters count: "tiny" (b), "gpu" (a), "gpu-turns" (a2),
+ * "mix" (m); NULL for another name or without memory. */
+#define BENCH_SEQ_N (1u << 16)
+static inline uint32_t *bench_named_sizes(const char *name) {
+  if (!strcmp(name, "tiny")) return bench_sizes(BENCH_SEQ_N, 16, 1024, 2);
+  if (!strcmp(name, "mix")) return bench_mix_sizes(BENCH_SEQ_N, 3);
+  bool turns = !strcmp(name, "gpu-turns");
+  if (strcmp(name, "gpu") && !turns) return NULL;
+  uint32_t *gpu = bench_sizes(BENCH_SEQ_N, 512, 8u << 20, 1);
+  if (!gpu || !turns) return gpu;
+  uint32_t *s = bench_alternate_sizes(gpu, BENCH_SEQ_N, 64u << 10);
+  free(gpu);
+  return s;
+}
+
 static int bench_cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;

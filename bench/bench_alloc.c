@@ -762,8 +762,8 @@ static void parse(int argc, char **argv) {
 }
 
 static void single_thread(void) {
-  uint32_t *gpu = bench_sizes(SEQ, 512, 8u << 20, 1), *tiny = bench_sizes(SEQ, 16, 1024, 2),
-           *mix = bench_mix_sizes(SEQ, 3);
+  _Static_assert(SEQ == BENCH_SEQ_N, "bench_named_sizes' sequences are SEQ long");
+  uint32_t *gpu = bench_named_sizes("gpu"), *tiny = bench_named_sizes("tiny"), *mix = bench_named_sizes("mix");
   if (!gpu || !tiny || !mix) die("malloc", 0);
   start("");
   if (opt.streams_only) {
@@ -774,7 +774,7 @@ static void single_thread(void) {
   }
   row_t *gpu_caller = scenario("(a) GPU-like 512 B..8 MiB", gpu, opt.pairs, false, TARGET_GPU_RATIO);
   /* (a)'s sizes, small and large in turn: what (a)'s random order costs each allocator in branches */
-  uint32_t *turns = bench_alternate_sizes(gpu, SEQ, 64u << 10);
+  uint32_t *turns = bench_named_sizes("gpu-turns");
   if (!turns) die("malloc", 0);
   scenario("(a2) GPU-like, (a)'s sizes, <= 64 KiB and larger in turn", turns, opt.pairs, false, 0);
   free(turns);

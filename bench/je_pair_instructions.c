@@ -3,7 +3,7 @@
  * side by side under callgrind (docs/benchmarks.md, twenty-sixth session):
  *
  *   valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect=timed \
- *     build/bench/je_pair_instructions PAIRS tiny|gpu|mix WARM_PASSES
+ *     build/bench/je_pair_instructions PAIRS tiny|gpu|gpu-turns|mix WARM_PASSES
  *
  * "Collected" / PAIRS is the instructions of one pair, its loop included
  * (pair_instructions' loop is longer: cudalloc's calls take a stream).
@@ -11,7 +11,6 @@
  * which pair_instructions' figures of earlier sessions did not have. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <jemalloc/jemalloc.h>
 #include "bench.h"
 
@@ -29,14 +28,12 @@ __attribute__((noinline)) void timed(const uint32_t *sizes, size_t from, size_t 
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: je_pair_instructions PAIRS tiny|gpu|mix WARM_PASSES\n");
+    fprintf(stderr, "usage: je_pair_instructions PAIRS tiny|gpu|gpu-turns|mix WARM_PASSES\n");
     return 2;
   }
   size_t n = strtoull(argv[1], NULL, 10), warm = strtoull(argv[3], NULL, 10) << 16;
-  int tiny = !strcmp(argv[2], "tiny"), mix = !strcmp(argv[2], "mix");
-  uint32_t *sizes = tiny ? bench_sizes(1 << 16, 16, 1024, 2)
-                  : mix ? bench_mix_sizes(1 << 16, 3) : bench_sizes(1 << 16, 512, 8u << 20, 1);
-  if (!sizes) return 1;
+  uint32_t *sizes = bench_named_sizes(argv[2]);
+  if (!sizes) return 2;
   run(sizes, 0, warm);
   timed(sizes, warm, n);
   for (int i = 0; i < 16; i++)

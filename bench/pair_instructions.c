@@ -50,7 +50,7 @@ static bool eq;
 __attribute__((noinline)) void timed(uint32_t *sizes, size_t n) { eq ? run_eq(sizes, n) : run(sizes, n); }
 int main(int argc, char **argv) {
   size_t n = strtoull(argv[1], NULL, 10);
-  int tiny = !strcmp(argv[2], "tiny"), mix = !strcmp(argv[2], "mix");
+  int mix = !strcmp(argv[2], "mix");
   /* the mix's 16 live blocks reach 2 GiB: bench_alloc's capacity */
   char conf[256]; snprintf(conf, sizeof conf, "backend:sim,sim_capacity_mb:%d%s", mix ? 8192 : 4096, argc > 5 ? argv[5] : "");
   if (cudalloc_init(conf)) return 1;
@@ -63,14 +63,8 @@ int main(int argc, char **argv) {
   }
   for (int i = 0; i < nl; i++)
     if (ca_sim_stream_create(&streams[i], 1)) return 1;
-  uint32_t *sizes = tiny ? bench_sizes(1 << 16, 16, 1024, 2)
-                 : mix ? bench_mix_sizes(1 << 16, 3) : bench_sizes(1 << 16, 512, 8u << 20, 1);
-  if (sizes && !strcmp(argv[2], "gpu-turns")) {   /* (a2): (a)'s sizes, small and large in turn */
-    uint32_t *random_order = sizes;
-    sizes = bench_alternate_sizes(random_order, 1 << 16, 64u << 10);
-    free(random_order);
-  }
-  if (!sizes) return 1;
+  uint32_t *sizes = bench_named_sizes(argv[2]);
+  if (!sizes) return 2;
   size_t warm = strtoull(argv[3], NULL, 10) << 16;
   eq ? run_eq(sizes, warm) : run(sizes, warm);
   cudalloc_stats_t a, b;
