@@ -35,7 +35,7 @@ cudaError_t B_cudalloc_free(void *ptr, cudaStream_t stream);
 
 #define WINDOW 16
 #define EQUAL_WINDOW 1024   /* STREAMS:eq's live blocks, all streams together */
-#define SEQ (1 << 16)
+#define SEQ BENCH_SEQ_N
 #define MAX_ROUNDS 64
 #define MAX_LANES 64
 
@@ -79,7 +79,7 @@ static bool parse_lanes(const char *seq) {
 
 int main(int argc, char **argv) {
   if (argc != 4) {
-    fprintf(stderr, "usage: ab_pair tiny|gpu|mix[/STREAMS:eq] PAIRS ROUNDS\n");
+    fprintf(stderr, "usage: ab_pair tiny|gpu|gpu-turns|mix[/STREAMS:eq] PAIRS ROUNDS\n");
     return 2;
   }
   const char *seq = argv[1];
@@ -89,8 +89,9 @@ int main(int argc, char **argv) {
   if (rounds > MAX_ROUNDS) rounds = MAX_ROUNDS;
   bool mix = !strncmp(seq, "mix", 3);
   if (!parse_lanes(seq)) return 2;
-  sizes = !strncmp(seq, "tiny", 4) ? bench_sizes(SEQ, 16, 1024, 2) : mix ? bench_mix_sizes(SEQ, 3)
-                                                                    : bench_sizes(SEQ, 512, 8u << 20, 1);
+  char name[16];
+  snprintf(name, sizeof name, "%.*s", (int)strcspn(seq, "/"), seq);   /* the sequence before its lanes */
+  sizes = bench_named_sizes(name);
   if (!sizes || n < 1) return 2;
   /* the mix's 16 live blocks reach 2 GiB: pair_instructions' capacity */
   const char *conf = mix ? "backend:sim,sim_capacity_mb:8192" : "backend:sim,sim_capacity_mb:4096";

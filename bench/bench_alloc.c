@@ -32,7 +32,7 @@
 #include "cudalloc.h"
 
 #define WINDOW 16
-#define SEQ (1u << 16) /* sizes per sequence; the runs wrap around it */
+#define SEQ BENCH_SEQ_N /* sizes per sequence (bench.h); the runs wrap around it */
 #define MAX_ROUNDS 64
 #define MAX_THREADS 4
 #define STREAMS 64     /* the many-streams scenario */
@@ -762,7 +762,6 @@ static void parse(int argc, char **argv) {
 }
 
 static void single_thread(void) {
-  _Static_assert(SEQ == BENCH_SEQ_N, "bench_named_sizes' sequences are SEQ long");
   uint32_t *gpu = bench_named_sizes("gpu"), *tiny = bench_named_sizes("tiny"), *mix = bench_named_sizes("mix");
   if (!gpu || !tiny || !mix) die("malloc", 0);
   start("");
@@ -810,7 +809,7 @@ int main(int argc, char **argv) {
   parse(argc, argv);
   header();
   if (opt.tracking_only) {
-    uint32_t *gpu = bench_sizes(SEQ, 512, 8u << 20, 1);
+    uint32_t *gpu = bench_named_sizes("gpu");
     if (!gpu) die("malloc", 0);
     tracking_table(gpu, opt.pairs);
     free(gpu);

@@ -27,7 +27,7 @@ int main(int argc, char **argv) {
   if (argc < 3) return 1;
   size_t n = strtoull(argv[1], NULL, 10), warm = strtoull(argv[2], NULL, 10) << 16;
   if (argc > 3 && atoi(argv[3]) && cudaStreamCreate(&stream)) return 1;
-  uint32_t *sizes = bench_sizes(1 << 16, 16, 1024, 2);
+  uint32_t *sizes = bench_named_sizes("tiny");
   if (!sizes) return 1;
   run(sizes, warm);
   timed(sizes, n);

@@ -26,7 +26,7 @@ typedef void (*torch_free_t)(void *ptr, ssize_t size, int device, void *stream);
 typedef int (*stream_create_t)(void **stream);
 
 #define WINDOW 16
-#define SEQ (1 << 16)
+#define SEQ BENCH_SEQ_N
 
 static torch_malloc_t torch_malloc;
 static torch_free_t torch_free;
@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
   torch_free = (torch_free_t)dlsym(lib, "cudalloc_torch_free");
   stream_create_t stream_create = (stream_create_t)dlsym(lib, "cudaStreamCreate");
   if (!torch_malloc || !torch_free || !stream_create || stream_create(&stream)) return 1;
-  sizes = !strcmp(argv[3], "tiny") ? bench_sizes(SEQ, 16, 1024, 2) : bench_sizes(SEQ, 512, 8u << 20, 1);
+  sizes = bench_named_sizes(!strcmp(argv[3], "tiny") ? "tiny" : "gpu");
   if (!sizes) return 1;
   timed(0, 3 * SEQ);
   timed(3 * SEQ, strtoull(argv[2], NULL, 10));
