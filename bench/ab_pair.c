@@ -17,7 +17,8 @@
  * pairs round-robin over 64 streams that hold 1,024 live blocks between
  * them, each repeating its own slice of the sequence (bench_alloc's (s=)).
  *
- * Usage of the binary: ab_pair tiny|gpu|mix[/STREAMS:eq] PAIRS ROUNDS. Figures, no verdict. */
+ * Usage of the binary: ab_pair NAME[/STREAMS:eq] PAIRS ROUNDS (NAME: bench.h's
+ * bench_named_sizes). Figures, no verdict. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +80,7 @@ static bool parse_lanes(const char *seq) {
 
 int main(int argc, char **argv) {
   if (argc != 4) {
-    fprintf(stderr, "usage: ab_pair tiny|gpu|gpu-turns|mix[/STREAMS:eq] PAIRS ROUNDS\n");
+    fprintf(stderr, "usage: ab_pair " BENCH_SEQ_NAMES "[/STREAMS:eq] PAIRS ROUNDS\n");
     return 2;
   }
   const char *seq = argv[1];

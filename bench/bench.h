@@ -88,18 +88,36 @@ static inline uint32_t *bench_alternate_sizes(const uint32_t *sizes, size_t n, u
   return s;
 }
 
+/* The sizes of one side of split alone (small: those of at most split),
+ * in their order, repeated until there are n: what each side of (a)'s fork
+ * costs without the other's branches and cache lines in between
+ * (docs/benchmarks.md, twenty-seventh session). NULL without memory or
+ * when no size is on that side. */
+static inline uint32_t *bench_side_sizes(const uint32_t *sizes, size_t n, uint32_t split, bool small) {
+  size_t on_side = 0;
+  for (size_t i = 0; i < n; i++) on_side += (sizes[i] <= split) == small;
+  uint32_t *s = on_side ? malloc(n * sizeof *s) : NULL;
+  for (size_t i = 0, k = 0; s && k < n; i = (i + 1) % n)
+    if ((sizes[i] <= split) == small) s[k++] = sizes[i];
+  return s;
+}
+
 /* The named sequence of SEQ_N sizes that bench_alloc's rows time and the
  * instruction counters count: "tiny" (b), "gpu" (a), "gpu-turns" (a2),
- * "mix" (m); NULL for another name or without memory. */
+ * "gpu-small" and "gpu-large" (a<) and (a>), "mix" (m); NULL for another
+ * name or without memory. */
 #define BENCH_SEQ_N (1u << 16)
+#define BENCH_SEQ_NAMES "tiny|gpu|gpu-turns|gpu-small|gpu-large|mix"   /* for usage lines */
+#define BENCH_GPU_SPLIT (64u << 10)   /* the front cache's small blocks: (a)'s fork */
 static inline uint32_t *bench_named_sizes(const char *name) {
   if (!strcmp(name, "tiny")) return bench_sizes(BENCH_SEQ_N, 16, 1024, 2);
   if (!strcmp(name, "mix")) return bench_mix_sizes(BENCH_SEQ_N, 3);
-  bool turns = !strcmp(name, "gpu-turns");
-  if (strcmp(name, "gpu") && !turns) return NULL;
+  bool turns = !strcmp(name, "gpu-turns"), small = !strcmp(name, "gpu-small"), large = !strcmp(name, "gpu-large");
+  if (strcmp(name, "gpu") && !turns && !small && !large) return NULL;
   uint32_t *gpu = bench_sizes(BENCH_SEQ_N, 512, 8u << 20, 1);
-  if (!gpu || !turns) return gpu;
-  uint32_t *s = bench_alternate_sizes(gpu, BENCH_SEQ_N, 64u << 10);
+  if (!gpu || !(turns || small || large)) return gpu;
+  uint32_t *s = turns ? bench_alternate_sizes(gpu, BENCH_SEQ_N, BENCH_GPU_SPLIT)
+                      : bench_side_sizes(gpu, BENCH_SEQ_N, BENCH_GPU_SPLIT, small);
   free(gpu);
   return s;
 }

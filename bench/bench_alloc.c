@@ -245,7 +245,7 @@ typedef struct row_s {
   int64_t calls;
 } row_t;
 
-static row_t rows[24];
+static row_t rows[26];
 static int nrows;
 
 static void print_one(alloc_id_t a, const double *ns, int n) {
@@ -318,6 +318,7 @@ static row_t *scenario_on(const char *name, const uint32_t *sizes, int nl, size_
   timed_rounds(l, nl, pairs, ns);
   calls_t c = calls_since(before);
   lanes_drop(l, nl);
+  if (nrows == sizeof rows / sizeof rows[0]) die("a row past rows[] (its size)", nrows);
   row_t *row = &rows[nrows++];
   snprintf(row->name, sizeof row->name, "%s", name);
   for (int a = 0; a < NALLOC; a++) row->ns[a] = bench_median(ns[a], opt.rounds);
@@ -777,6 +778,12 @@ static void single_thread(void) {
   if (!turns) die("malloc", 0);
   scenario("(a2) GPU-like, (a)'s sizes, <= 64 KiB and larger in turn", turns, opt.pairs, false, 0);
   free(turns);
+  /* each side of that fork alone: where (a)'s ratio comes from */
+  uint32_t *small = bench_named_sizes("gpu-small"), *large = bench_named_sizes("gpu-large");
+  if (!small || !large) die("malloc", 0);
+  scenario("(a<) GPU-like, (a)'s sizes <= 64 KiB alone", small, opt.pairs, false, 0);
+  scenario("(a>) GPU-like, (a)'s sizes > 64 KiB alone", large, opt.pairs, false, 0);
+  free(small), free(large);
   row_t *tiny_caller = scenario("(b) tiny 16 B..1 KiB", tiny, 4 * opt.pairs, false, TARGET_TINY_RATIO);
   scenario("(m) PyTorch-like mix, 4 B..128 MiB", mix, opt.pairs, false, TARGET_MIX_RATIO);
   scenario("(a, cudaFree) GPU-like, free_sync", gpu, opt.pairs, true, 0);

@@ -3,7 +3,7 @@
  * side by side under callgrind (docs/benchmarks.md, twenty-sixth session):
  *
  *   valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect=timed \
- *     build/bench/je_pair_instructions PAIRS tiny|gpu|gpu-turns|mix WARM_PASSES
+ *     build/bench/je_pair_instructions PAIRS tiny|gpu|gpu-turns|gpu-small|gpu-large|mix WARM_PASSES
  *
  * "Collected" / PAIRS is the instructions of one pair, its loop included
  * (pair_instructions' loop is longer: cudalloc's calls take a stream).
@@ -28,7 +28,7 @@ __attribute__((noinline)) void timed(const uint32_t *sizes, size_t from, size_t 
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    fprintf(stderr, "usage: je_pair_instructions PAIRS tiny|gpu|gpu-turns|mix WARM_PASSES\n");
+    fprintf(stderr, "usage: je_pair_instructions PAIRS " BENCH_SEQ_NAMES " WARM_PASSES\n");
     return 2;
   }
   size_t n = strtoull(argv[1], NULL, 10), warm = strtoull(argv[3], NULL, 10) << 16;

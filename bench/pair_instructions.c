@@ -2,10 +2,10 @@
  * callgrind, which do not depend on the machine's load (docs/benchmarks.md):
  *
  *   valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect=timed \
- *     build/bench/pair_instructions PAIRS tiny|gpu|gpu-turns|mix WARM_PASSES [STREAMS[:eq] [,conf]]
+ *     build/bench/pair_instructions PAIRS tiny|gpu|gpu-turns|gpu-small|gpu-large|mix WARM_PASSES [STREAMS[:eq] [,conf]]
  *
  * "Collected" / PAIRS is the instructions of one pair. The same 65,536-size
- * sequences as bench_alloc's (a), (a2), (b) and (m) (bench.h), a window of 16 live blocks per
+ * sequences as bench_alloc's (a), (a2), (a<), (a>), (b) and (m) (bench.h), a window of 16 live blocks per
  * stream, pairs round-robin over STREAMS streams (1 to 64); WARM_PASSES
  * passes of the sequence run first, outside the count. STREAMS:eq holds the
  * working set at 1,024 live blocks whatever the number of streams (bench_alloc's
