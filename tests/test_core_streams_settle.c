@@ -12,7 +12,8 @@
  * sequence was quiet within 30 passes; the last one made 42 slow paths,
  * 345 event calls, 27 memory calls" (11ce599), and "... 15 slow paths, 120
  * event calls, 8 memory calls" once churn.c kept pages from moving back
- * and forth (3fc0112); it settles in 7 or 8 passes now, and with the old
+ * and forth (3fc0112); it settled in 7 or 8 passes then, from the 27th
+ * pass of every run in the twenty-seventh session, and with the old
  * ladder planted back (settle_take_fresh) it does not. The next two show the rule on one block: a stream's latest free
  * stays its own while memory is not short. The last two check what must
  * not change: a block freed under its stream's pending work goes to no
@@ -26,7 +27,8 @@ TestSuite(core_streams_settle, .init = sim_only, .fini = core_fini);
 
 #define LIVE 16          /* live blocks per stream, as bench_alloc's window */
 #define SEQ 4096         /* sizes in the sequence, each stream's pass */
-#define MAX_PASSES 30
+#define MAX_PASSES 40   /* 30 until the twenty-seventh session, when it settled at the 27th */
+#define QUIET_RUN 3      /* passes in a row without a call: settled, not one lucky pass */
 
 /* About log-uniform in [512 B, 8 MiB): a power of two from 512 B to
  * 4 MiB, then uniform up to twice that. */
@@ -65,15 +67,25 @@ static calls_t calls_now(void) {
   return (calls_t){s.num_retries.total, events, memory_calls(&s)};
 }
 
-/* Passes until one makes no slow path and no backend call; returns how
- * many ran (MAX_PASSES + 1: none was quiet) and the last one's calls. */
+/* Passes until QUIET_RUN in a row make no slow path and no backend call;
+ * returns the first pass of that run (MAX_PASSES + 1: none began within
+ * MAX_PASSES) and the last noisy pass's calls. A lone quiet pass may come
+ * before a sequence settles, and where it falls moves with the addresses
+ * of the run: the first quiet pass taken as settled, the same test with
+ * the sizes of seed 7 failed once in six runs (the twenty-seventh session). */
 static int passes_until_quiet(lane_t *lanes, int nl, const size_t *sizes, calls_t *last) {
-  for (int p = 1; p <= MAX_PASSES; p++) {
+  *last = (calls_t){0, 0, 0};
+  for (int p = 1, run = 0; p < MAX_PASSES + QUIET_RUN; p++) {
     calls_t a = calls_now();
     pass(lanes, nl, sizes);
     calls_t b = calls_now();
-    *last = (calls_t){b.slow - a.slow, b.events - a.events, b.memory - a.memory};
-    if (!last->slow && !last->events && !last->memory) return p;
+    calls_t c = {b.slow - a.slow, b.events - a.events, b.memory - a.memory};
+    if (c.slow || c.events || c.memory) {
+      *last = c;
+      run = 0;
+    } else if (++run == QUIET_RUN) {
+      return p - QUIET_RUN + 1;
+    }
   }
   return MAX_PASSES + 1;
 }
@@ -86,10 +98,10 @@ Test(core_streams_settle, two_gpu_like_streams_settle) {
   calls_t last;
   int passes = passes_until_quiet(lanes, 2, sizes, &last);
   cr_assert_leq(passes, MAX_PASSES,
-                "no pass of the sequence was quiet within %d passes; the last one made %lld slow paths, %lld event "
-                "calls, %lld memory calls",
-                MAX_PASSES, (long long)last.slow, (long long)last.events, (long long)last.memory);
-  /* settled for good, not one lucky pass */
+                "no %d passes in a row were quiet from a pass within the first %d; the last noisy one made %lld slow "
+                "paths, %lld event calls, %lld memory calls",
+                QUIET_RUN, MAX_PASSES, (long long)last.slow, (long long)last.events, (long long)last.memory);
+  /* and stays so */
   calls_t a = calls_now();
   pass(lanes, 2, sizes);
   pass(lanes, 2, sizes);
