@@ -20,7 +20,7 @@ static void run(const uint32_t *sizes, size_t from, size_t n) {
   for (size_t k = from; k < from + n; k++) {
     void **slot = &live[k % 16];
     if (*slot) dallocx(*slot, 0);
-    if (!(*slot = mallocx(sizes[k % (1 << 16)], 0))) exit(2);
+    if (!(*slot = mallocx(sizes[k % BENCH_SEQ_N], 0))) exit(2);
   }
 }
 
@@ -31,7 +31,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: je_pair_instructions PAIRS " BENCH_SEQ_NAMES " WARM_PASSES\n");
     return 2;
   }
-  size_t n = strtoull(argv[1], NULL, 10), warm = strtoull(argv[3], NULL, 10) << 16;
+  size_t n = strtoull(argv[1], NULL, 10), warm = strtoull(argv[3], NULL, 10) * BENCH_SEQ_N;
   uint32_t *sizes = bench_named_sizes(argv[2]);
   if (!sizes) return 2;
   run(sizes, 0, warm);

@@ -22,7 +22,7 @@
 #include "bench.h"
 static void *live[64][1024];
 static size_t next[64];
-static size_t win = 16, slice = 1 << 16;   /* a window; each stream's part of the sequence */
+static size_t win = 16, slice = BENCH_SEQ_N;   /* a window; each stream's part of the sequence */
 static ca_stream_t streams[64];
 static int nl = 1;
 static void run(uint32_t *sizes, size_t n) {
@@ -31,7 +31,7 @@ static void run(uint32_t *sizes, size_t n) {
     size_t k = next[l]++;
     void **slot = &live[l][k % 16];
     if (*slot) cudalloc_free(*slot, (cudaStream_t)streams[l]);
-    if (cudalloc_malloc(slot, sizes[k % (1 << 16)], (cudaStream_t)streams[l])) exit(2);
+    if (cudalloc_malloc(slot, sizes[k % BENCH_SEQ_N], (cudaStream_t)streams[l])) exit(2);
   }
 }
 /* The same with STREAMS:eq's windows and slices (apart: the plain loop's
@@ -42,7 +42,7 @@ static void run_eq(uint32_t *sizes, size_t n) {
     size_t k = next[l]++;
     void **slot = &live[l][k & (win - 1)];
     if (*slot) cudalloc_free(*slot, (cudaStream_t)streams[l]);
-    size_t first = slice < (1 << 16) ? (size_t)l * slice : 0;
+    size_t first = slice < BENCH_SEQ_N ? (size_t)l * slice : 0;
     if (cudalloc_malloc(slot, sizes[first + (k & (slice - 1))], (cudaStream_t)streams[l])) exit(2);
   }
 }
@@ -59,13 +59,13 @@ int main(int argc, char **argv) {
   if (nl < 1 || nl > 64) return 2;
   if ((eq = argc > 4 && strstr(argv[4], ":eq"))) {
     if (nl & (nl - 1)) return 2;   /* a power of two: the windows and slices divide evenly */
-    win = 1024 / (size_t)nl, slice = ((size_t)1 << 16) / (size_t)nl;
+    win = 1024 / (size_t)nl, slice = BENCH_SEQ_N / (size_t)nl;
   }
   for (int i = 0; i < nl; i++)
     if (ca_sim_stream_create(&streams[i], 1)) return 1;
   uint32_t *sizes = bench_named_sizes(argv[2]);
   if (!sizes) return 2;
-  size_t warm = strtoull(argv[3], NULL, 10) << 16;
+  size_t warm = strtoull(argv[3], NULL, 10) * BENCH_SEQ_N;
   eq ? run_eq(sizes, warm) : run(sizes, warm);
   cudalloc_stats_t a, b;
   cudalloc_get_stats(0, &a);

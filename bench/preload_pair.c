@@ -19,13 +19,13 @@ static void run(uint32_t *sizes, size_t n) {
   for (size_t k = 0; k < n; k++) {
     void **slot = &live[k % 16];
     if (*slot && cudaFreeAsync(*slot, stream)) exit(2);
-    if (cudaMallocAsync(slot, sizes[k % (1 << 16)], stream)) exit(2);
+    if (cudaMallocAsync(slot, sizes[k % BENCH_SEQ_N], stream)) exit(2);
   }
 }
 __attribute__((noinline)) void timed(uint32_t *sizes, size_t n) { run(sizes, n); }
 int main(int argc, char **argv) {
   if (argc < 3) return 1;
-  size_t n = strtoull(argv[1], NULL, 10), warm = strtoull(argv[2], NULL, 10) << 16;
+  size_t n = strtoull(argv[1], NULL, 10), warm = strtoull(argv[2], NULL, 10) * BENCH_SEQ_N;
   if (argc > 3 && atoi(argv[3]) && cudaStreamCreate(&stream)) return 1;
   uint32_t *sizes = bench_named_sizes("tiny");
   if (!sizes) return 1;
